@@ -1,0 +1,169 @@
+"""The rule catalogue: the single source of every rule id, severity, text and source.
+
+The JSON Schemas in ``schemas/`` (``python -m k8sddp.schemagen``), the validator's and linter's
+messages, the admission policy exports, and the rules table in ``docs/rules.md``
+(``python -m k8sddp.docgen``) are all generated from, or look up, this table.
+
+Id ranges:
+    KDP0xx  input: a document that cannot be read as a Kubernetes object
+    KDP1xx  structure: what the API server and the Kubeflow operator accept
+    KDP2xx  guardrails, profile ``baseline``
+    KDP3xx  guardrails, profile ``strict`` (adds to baseline)
+    KDP5xx  lint: hang-prone patterns in training scripts
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from .findings import Severity
+
+__all__ = ["CATALOGUE_VERSION", "LAYERS", "PROFILES", "RULES", "Rule", "get_rule", "rules_for"]
+
+#: Bumped whenever a rule is added, removed or changes meaning; reported by the webhook.
+CATALOGUE_VERSION = "2026.11.1"
+
+Layer = Literal["input", "structure", "baseline", "strict", "lint"]
+LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict", "lint")
+#: Guardrail profiles, in the manner of Pod Security Standards: each includes the ones before it.
+PROFILES: dict[str, tuple[Layer, ...]] = {
+    "baseline": ("input", "structure", "baseline"),
+    "strict": ("input", "structure", "baseline", "strict"),
+}
+
+NOTES = "../shared/reference/NOTES.md"
+CONTRACT = "../shared/CONTRACT.md"
+CRD = "Kubeflow PyTorchJob CRD kubeflow.org_pytorchjobs.yaml (kubeflow/trainer v1.9.4)"
+OPERATOR_WEBHOOK = "Kubeflow training-operator pkg/webhooks/pytorch/pytorchjob_webhook.go (v1.9.4)"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One rule.
+
+    Attributes:
+        id: stable id (``KDP201``), used in messages, exemptions, ``# noqa`` and the docs.
+        name: short slug (``nccl-async-error-handling``).
+        severity: default severity of its findings.
+        layer: which layer or profile owns it (see :data:`PROFILES`).
+        title: one line saying what it checks.
+        why: why it matters: the failure it prevents.
+        source: where the fact behind it comes from (doc, code path, measurement).
+    """
+
+    id: str
+    name: str
+    severity: Severity
+    layer: Layer
+    title: str
+    why: str
+    source: str
+
+
+_E, _W = Severity.ERROR, Severity.WARNING
+
+_RULES: tuple[Rule, ...] = (
+    # -- input -----------------------------------------------------------------------------
+    Rule("KDP001", "yaml-syntax", _E, "input", "The document is valid YAML or JSON.",
+         "A manifest that does not parse is never applied, or is applied by a more lenient tool differently.",
+         "YAML 1.1 as read by the API server"),
+    Rule("KDP002", "duplicate-key", _E, "input", "No mapping has the same key twice.",
+         "YAML parsers disagree on which duplicate wins; kubectl rejects them, others keep the last.",
+         "YAML 1.2 spec 3.2.1.1 (keys are unique); kubectl strict decoding"),
+    Rule("KDP003", "alias-bomb", _E, "input", "Aliases expand to a bounded document with no cycles.",
+         "A billion-laughs document exhausts the memory of every tool that expands it.",
+         "CVE-2019-11253 (Kubernetes API server YAML alias bomb)"),
+    Rule("KDP004", "not-an-object", _E, "input", "Every non-empty document is a Kubernetes object with apiVersion and kind.",
+         "A stray document is either ignored or rejected by kubectl apply; both hide mistakes.",
+         "Kubernetes API conventions (TypeMeta)"),
+    Rule("KDP005", "exemption", _E, "input", "Exemptions name known rules and give a reason.",
+         "An exemption without a reason, or for a rule that does not exist, is a silent hole.",
+         CONTRACT + " (Exemptions)"),
+    # -- structure -------------------------------------------------------------------------
+    Rule("KDP101", "crd-schema", _E, "structure", "The PyTorchJob matches the CRD's openAPIV3Schema.",
+         "The API server rejects it, or prunes unknown fields silently so a setting is lost.",
+         CRD),
+    Rule("KDP102", "object-metadata", _E, "structure", "metadata is what the API server accepts (name, namespace, labels, annotations).",
+         "The API server rejects invalid names, label keys and values, and non-string annotations.",
+         "Kubernetes apimachinery validation (IsDNS1123Subdomain, IsQualifiedName, IsValidLabelValue)"),
+    Rule("KDP103", "job-name", _E, "structure", "The job name is a DNS-1035 label, short enough for the operator's per-replica Services.",
+         "The operator creates a Service `<name>-<replica-type>-<index>`; a name that makes it longer than 63 characters fails at run time.",
+         OPERATOR_WEBHOOK + "; Kubernetes Service names are DNS-1035 labels (63 characters)"),
+    Rule("KDP104", "pytorch-container", _E, "structure", "Every replica has a container named `pytorch` with a non-empty image.",
+         "The operator reads the exit code and injects its env only into the container named pytorch; its webhook rejects a replica without one.",
+         OPERATOR_WEBHOOK),
+    Rule("KDP105", "replica-specs", _E, "structure", "Only Master and Worker replicas; Master exactly 1; Worker at least 1; elastic jobs need Worker; one nprocPerNode field.",
+         "The operator's webhook rejects the job.",
+         OPERATOR_WEBHOOK),
+    Rule("KDP106", "list-map-keys", _E, "structure", "No two containers, and no two env entries of one container, share a name.",
+         "The CRD declares these lists as list-maps keyed by name: the API server refuses duplicates (a Pod would only warn).",
+         CRD + " (x-kubernetes-list-type: map)"),
+    Rule("KDP107", "enum-values", _E, "structure", "restartPolicy and cleanPodPolicy hold values the operator knows.",
+         "The CRD has no enums: a typo passes the API server and the operator falls back to a default.",
+         "Kubeflow common v1 types RestartPolicy and CleanPodPolicy"),
+    # -- baseline --------------------------------------------------------------------------
+    Rule("KDP201", "nccl-async-error-handling", _E, "baseline",
+         "The pytorch container's effective TORCH_NCCL_ASYNC_ERROR_HANDLING (or, where absent, NCCL_ASYNC_ERROR_HANDLING) is 1 or 3.",
+         "Without it a communicator error or a desynchronised collective hangs the job until someone notices; "
+         "torchrun sets 1 when unset, which can kill rank 0 before the flight recorder dumps; 3 kills the process without that race.",
+         NOTES + " (PyTorch distributed; ProcessGroupNCCL.hpp; pytorch/pytorch#121055)"),
+    Rule("KDP202", "python-faulthandler", _E, "baseline",
+         "The pytorch container's effective PYTHONFAULTHANDLER is non-empty.",
+         "Without it a crash in C code (SIGSEGV, SIGABRT from NCCL) leaves no Python stack to diagnose.",
+         "Python docs: faulthandler and PYTHONFAULTHANDLER; " + NOTES),
+    # -- strict ----------------------------------------------------------------------------
+    Rule("KDP301", "process-group-timeout", _E, "strict",
+         "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds.",
+         "The process-group timeout bounds each collective; the defaults (10 min NCCL, 30 min gloo) are implicit and differ.",
+         CONTRACT + "; torch.distributed.constants"),
+    Rule("KDP302", "watchdog-timeout", _E, "strict",
+         "K8SDDP_WATCHDOG_TIMEOUT_SECONDS is a positive whole number of seconds.",
+         "The heartbeat watchdog turns a stall outside any collective (a rank-0-only branch) into a fast, retryable exit.",
+         CONTRACT),
+    Rule("KDP303", "max-hang-restarts", _E, "strict",
+         "K8SDDP_MAX_HANG_RESTARTS is a whole number (0 or more).",
+         "Under restartPolicy ExitCode the operator recreates pods without counting them against backoffLimit: a deterministic hang loops forever without this cap.",
+         CONTRACT + "; " + NOTES + " (Kubeflow PyTorchJob v1)"),
+    Rule("KDP304", "flight-recorder-dump", _E, "strict",
+         "TORCH_FR_DUMP_TEMP_FILE points into a persistent volume mounted in the pytorch container.",
+         "The default dump path is under the home cache directory, which dies with the pod.",
+         NOTES + " (Flight recorder)"),
+    Rule("KDP305", "artifact-dir", _E, "strict",
+         "K8SDDP_ARTIFACT_DIR points into a persistent volume mounted in the pytorch container.",
+         "Heartbeat traces, failure records and run records must survive the pod being recreated.",
+         CONTRACT),
+    Rule("KDP306", "safety-net-off", _E, "strict",
+         "No safety net is switched off: TORCH_NCCL_ENABLE_MONITORING, TORCH_NCCL_DUMP_ON_TIMEOUT, TORCH_FR_BUFFER_SIZE, TORCH_NCCL_TRACE_BUFFER_SIZE are not 0.",
+         "These disable NCCL's heartbeat monitor, the dump on timeout, and the flight recorder itself.",
+         CONTRACT + "; " + NOTES + " (Flight recorder)"),
+    Rule("KDP307", "dev-shm", _E, "strict",
+         "/dev/shm in the pytorch container is a memory-backed emptyDir.",
+         "The container runtime's 64 MiB /dev/shm makes DataLoader workers die with bus errors.",
+         "PyTorch docs: torch.utils.data multiprocessing; Kubernetes emptyDir medium Memory"),
+    Rule("KDP308", "active-deadline", _E, "strict",
+         "runPolicy.activeDeadlineSeconds is set.",
+         "Under ExitCode the operator recreates pods without counting them against backoffLimit; a deadline is the only bound.",
+         NOTES + " (Kubeflow PyTorchJob v1)"),
+    Rule("KDP309", "consistent-sizes", _E, "strict",
+         "nprocPerNode, torchrun's --nproc-per-node and the GPU limit of the pytorch container agree.",
+         "A mismatch leaves GPUs idle, or puts two ranks on one GPU, or makes WORLD_SIZE disagree with the ranks that join: rendezvous waits forever.",
+         NOTES + " (operator env: WORLD_SIZE = pods x nproc)"),
+)
+
+RULES: dict[str, Rule] = {r.id: r for r in _RULES}
+
+
+def get_rule(rule_id: str) -> Rule:
+    """Return the rule with id ``rule_id``.
+
+    Raises:
+        KeyError: no such rule.
+    """
+    return RULES[rule_id]
+
+
+def rules_for(layers: tuple[Layer, ...] | list[Layer]) -> list[Rule]:
+    """The rules of the given layers, in id order."""
+    wanted = set(layers)
+    return [r for r in _RULES if r.layer in wanted]

@@ -1,0 +1,67 @@
+"""The ``k8sddp`` command line: parses flags, wires the libraries, maps errors to exit codes.
+
+Each subcommand lives in ``k8sddp/commands/<name>.py`` with ``register(subparsers)`` and a
+handler ``run(args) -> int``. Heavy imports (torch, kubernetes) stay inside the handlers so that
+``k8sddp validate`` starts fast and needs neither. ``sys.exit`` happens only in :func:`main`.
+Exit codes: ``../shared/CONTRACT.md`` (0 ok, 1 findings, 2 usage, 3 cluster, 4 job failed,
+5 wait timed out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ._version import __version__
+from .errors import K8sddpError
+
+#: Subcommand modules under ``k8sddp.commands``, in the order ``--help`` lists them.
+COMMAND_MODULES: tuple[str, ...] = (
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 with a one-line message on usage errors (its default, kept explicit)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the full parser with every subcommand registered."""
+    parser = _Parser(
+        prog="k8sddp",
+        description="Guardrails for PyTorch distributed training on Kubernetes.",
+    )
+    parser.add_argument("--version", action="version", version=f"k8sddp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"k8sddp.commands.{name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return (via ``sys.exit`` when called as a script) the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = int(args.handler(args))
+    except K8sddpError as exc:
+        print(f"k8sddp {args.command}: {exc}", file=sys.stderr)
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
