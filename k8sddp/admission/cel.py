@@ -10,16 +10,18 @@ Semantics, per ``pytorch`` container of every replica (Kubernetes env rules as i
 ``../shared/reference/NOTES.md``: an ``env`` entry wins over ``envFrom``):
 
 - a guard variable set in ``env`` with a literal ``value`` is checked;
-- one set with ``valueFrom``, or containing a ``$(VAR)`` reference, or absent from ``env`` in a
-  container that has ``envFrom`` (a ConfigMap or Secret may supply it), is **unverifiable**:
+- one set with ``valueFrom``, or absent from ``env`` in a container that has ``envFrom`` (a
+  ConfigMap or Secret may supply it), is **unverifiable**:
   CEL cannot read the object a reference names. The policy denies it, with a message that
   says so. This is the one difference from ``k8sddp validate`` and the webhook, which read
   the ConfigMaps (``docs/admission.md``);
 - KDP201: the effective ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` or, where that name is absent,
   ``NCCL_ASYNC_ERROR_HANDLING`` is one of ``guardvars.ASYNC_ERROR_HANDLING_ACCEPTED``;
 - KDP202: ``PYTHONFAULTHANDLER`` is non-empty;
-- KDP005: a ``k8sddp.dev/exempt`` annotation names only catalogue rules and comes with a
-  non-blank ``k8sddp.dev/exempt-reason``; a valid exemption lifts the rules it names.
+- KDP005: a ``k8sddp.dev/exempt`` annotation names only guardrail rules (the layers
+  ``validate`` lets an object exempt) and comes with a non-blank ``k8sddp.dev/exempt-reason``;
+  a valid exemption lifts the rules it names. Where ``validate`` would apply the valid part of
+  a partly bad exemption, the policy applies none: both deny the object (KDP005).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import dataclasses
 
 from .. import guardvars as gv
 from ..catalogue import RULES, Rule, get_rule
+from ..validate.exemptions import EXEMPT_ANNOTATION, EXEMPTABLE_LAYERS, REASON_ANNOTATION
 
 __all__ = [
     "EXEMPT_ANNOTATION",
@@ -39,9 +42,7 @@ __all__ = [
     "cel_string",
 ]
 
-#: ``../shared/CONTRACT.md`` (Exemptions).
-EXEMPT_ANNOTATION = "k8sddp.dev/exempt"
-EXEMPT_REASON_ANNOTATION = "k8sddp.dev/exempt-reason"
+EXEMPT_REASON_ANNOTATION = REASON_ANNOTATION
 
 CONTAINER = "pytorch"
 
@@ -57,12 +58,12 @@ def _entries(name: str) -> str:
 
 
 def _entry_status(var: str, ok: str) -> str:
-    """Status of env entry ``var``: 'unverifiable' (valueFrom, or a ``$(VAR)`` reference in its
-    value), 'ok' when the value ``v`` (``''`` if omitted) satisfies ``ok``, else 'bad'."""
+    """Status of env entry ``var``: 'unverifiable' (valueFrom), 'ok' when the literal value ``v``
+    (``''`` if omitted) satisfies ``ok``, else 'bad'. Values are taken literally, as
+    ``k8sddp validate`` takes them (no ``$(VAR)`` expansion)."""
     return (
         f"(has({var}.valueFrom) ? 'unverifiable' : "
-        f"[has({var}.value) ? {var}.value : ''].map(v, "
-        f"v.contains('$(') ? 'unverifiable' : ({ok} ? 'ok' : 'bad'))[0])"
+        f"[has({var}.value) ? {var}.value : ''].all(v, {ok}) ? 'ok' : 'bad')"
     )
 
 
@@ -105,8 +106,9 @@ def _exempt(rule_id: str) -> str:
 
 
 def _ids_regex() -> str:
-    ids = "|".join(sorted(RULES))
-    return rf"^\s*({ids})(\s*,\s*({ids}))*\s*$"
+    """Comma-separated exemptable rule ids; empty items allowed (``validate`` skips them)."""
+    ids = "|".join(sorted(r for r, rule in RULES.items() if rule.layer in EXEMPTABLE_LAYERS))
+    return rf"^\s*(({ids})\s*)?(,\s*(({ids})\s*)?)*$"
 
 
 #: ``spec.variables`` of the policy, in order (each may use the ones before it).

@@ -198,18 +198,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._status(500, "InternalError", "k8sddp webhook failed to evaluate the review; see its log")
             return
         out = json.dumps(response_review(verdict), separators=(",", ":")).encode()
-        self._send(200, out)
         log.info(
             "admission",
             extra={
                 "uid": verdict.uid, "operation": verdict.operation, "kind": verdict.kind,
-                "namespace": verdict.namespace, "name": verdict.name, "allowed": verdict.allowed,
+                "namespace": verdict.namespace, "job": verdict.name, "allowed": verdict.allowed,
                 "reason": verdict.reason, "rules": verdict.failed_rules(), "profile": verdict.profile,
                 "warnings": len(verdict.warnings),
                 "duration_ms": round((time.perf_counter() - start) * 1000, 3),
                 "remote": self.client_address[0],
             },
         )
+        self._send(200, out)
 
 
 class WebhookServer(http.server.ThreadingHTTPServer):
