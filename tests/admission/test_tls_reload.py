@@ -18,9 +18,10 @@ from .helpers import client_context, get, make_cert, running_webhook
 
 
 def _served_cert(port: int, ctx: ssl.SSLContext) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
-        with ctx.wrap_socket(raw, server_hostname="localhost") as s:
-            der = s.getpeercert(binary_form=True)
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as raw, ctx.wrap_socket(
+        raw, server_hostname="localhost"
+    ) as s:
+        der = s.getpeercert(binary_form=True)
     assert der is not None
     return der
 

@@ -14,7 +14,17 @@ from k8sddp.admission.lookup import KubeLookup  # noqa: E402
 from k8sddp.admission.review import AdmissionDecider, configmap_names  # noqa: E402
 from k8sddp.admission.selector import parse_selector  # noqa: E402
 
-from .helpers import FakeApiServer, client_context, env_of, make_cert, post, remove_env, rendered_job, review, running_webhook  # noqa: E402
+from .helpers import (  # noqa: E402
+    FakeApiServer,
+    client_context,
+    env_of,
+    make_cert,
+    post,
+    remove_env,
+    rendered_job,
+    review,
+    running_webhook,
+)
 
 
 def _from_configmap(job: dict[str, Any], cm: str) -> dict[str, Any]:
