@@ -146,16 +146,17 @@ def test_malformed_review_gets_400_status(server: Any, ctx: ssl.SSLContext, body
 
 
 def test_body_over_limit_gets_413_without_reading_it(server: Any, ctx: ssl.SSLContext) -> None:
-    big = review(rendered_job())
-    big["request"]["object"]["metadata"]["annotations"] = {"pad": "x" * (300 * 1024)}
-    status, headers, out = post(server, ctx, big)
-    assert status == 413
-    assert "exceeds the limit of 262144 bytes" in json.loads(out)["message"]
-    assert headers.get("connection") == "close"
+    # Only the headers are sent: the server must answer from Content-Length alone.
+    out = _raw(server, ctx, b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: 300000\r\n\r\n")
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413 ")
+    assert b"Connection: close" in head
+    assert "exceeds the limit of 262144 bytes" in json.loads(body)["message"]
 
 
 def _raw(server: Any, ctx: ssl.SSLContext, data: bytes) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as raw, ctx.wrap_socket(
         raw, server_hostname="localhost"
     ) as s:
