@@ -173,6 +173,8 @@ def _check_duplicates(node: yaml.Node, file: str, seen: set[int]) -> None:
 def _compose(text: str, file: str) -> list[yaml.Node]:
     try:
         nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+        for _ in yaml.safe_load_all(text):  # constructs too: `{{ x }}` composes but cannot load
+            pass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise _Unparseable(Finding(
