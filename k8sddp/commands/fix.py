@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..atomicio import write_atomic
+from ..atomic import write_bytes_atomic
 from ..errors import UsageError
 from ..fix import FixResult, fix_text
 
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(unified_diff(result.original, result.fixed, f"a/{rel}", f"b/{rel}"))
         else:
             try:
-                write_atomic(path, result.fixed.encode("utf-8"))
+                write_bytes_atomic(os.path.realpath(path), result.fixed.encode("utf-8"))
             except OSError as exc:
                 raise UsageError(f"{name}: cannot write: {exc.strerror or exc}") from exc
     verb = "would change" if args.check else "changed"
