@@ -180,3 +180,35 @@ def test_schema_check_has_teeth(sarif_validator) -> None:
     doc["runs"][0]["results"][0]["level"] = "fatal"
     doc["runs"][0]["results"][1]["locations"][0]["physicalLocation"]["region"]["startLine"] = 0
     assert len(list(sarif_validator.iter_errors(doc))) >= 2
+
+
+def test_validate_cli_sarif_and_junit_end_to_end(sarif_validator, cli, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``k8sddp validate --format sarif|junit`` on a real unguarded manifest, one rule exempted."""
+    repo = Path(__file__).resolve().parent.parent
+    text = (repo / "examples" / "unguarded-pytorchjob.yaml").read_text(encoding="utf-8")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.yaml").write_text(text, encoding="utf-8")
+    (tmp_path / "k8sddp.yaml").write_text(
+        "exemptions:\n- paths: ['jobs/*']\n  rules: [KDP202]\n  reason: legacy image prints its own stacks\n",
+        encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+
+    res = cli("validate", "--format", "sarif", "--config", "k8sddp.yaml", "jobs")
+    assert res.code == 1, res.err
+    doc = json.loads(res.out)
+    assert not list(sarif_validator.iter_errors(doc))
+    results = doc["runs"][0]["results"]
+    by_rule = Counter(r["ruleId"] for r in results)
+    assert by_rule == {"KDP201": 2, "KDP202": 2}
+    for r in results:
+        loc = r["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"]["uri"] == "jobs/train.yaml"
+        line = loc["region"]["startLine"]
+        assert 1 < line <= len(text.splitlines())
+        assert ("suppressions" in r) == (r["ruleId"] == "KDP202")
+
+    res = cli("validate", "--format", "junit", "--config", "k8sddp.yaml", "jobs")
+    assert res.code == 1
+    root = ET.fromstring(res.out)
+    assert root.get("failures") == "2" and root.get("skipped") == "2"
