@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "render",
     "validate",
     "fix",
+    "kustomize",
 )
 
 
