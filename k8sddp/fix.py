@@ -58,6 +58,7 @@ from .yamledit import AddKey, AppendItems, Edit, ReplaceScalar, Style, apply_edi
 
 __all__ = ["FixResult", "Note", "fix_text"]
 
+_STR_TAG = "tag:yaml.org,2002:str"
 DSHM_PATH = "/dev/shm"
 ARTIFACT_SUBDIR = "k8sddp"
 #: Values a safety net gets back when set to 0 (the library defaults; NOTES.md).
@@ -203,9 +204,9 @@ def _style(text: str, doc: yaml.Node) -> Style:
                     step = v.value[0][0].start_mark.column - k.start_mark.column
                     if step > 0 and v.start_mark.line > k.start_mark.line:
                         map_step, found_map = step, True
-                if isinstance(v, yaml.SequenceNode) and not v.flow_style and v.value and not found_seq:
-                    if v.start_mark.line > k.start_mark.line:
-                        seq_offset, found_seq = v.start_mark.column - k.start_mark.column, True
+                if (isinstance(v, yaml.SequenceNode) and not v.flow_style and v.value and not found_seq
+                        and v.start_mark.line > k.start_mark.line):
+                    seq_offset, found_seq = v.start_mark.column - k.start_mark.column, True
                 stack.append(v)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
@@ -273,9 +274,9 @@ def _fix_container(
         if text is None:
             note(f"{name} has a non-scalar value; fix it by hand", rule, entry.start_mark.line + 1, False)
             return True
-        if text in accepted and value.style in ('"', "'"):
+        if text in accepted and value.tag == _STR_TAG:
             return True
-        if text in accepted:  # a YAML number or plain scalar: the API server wants a string
+        if text in accepted:  # a YAML number or boolean: the API server wants a string
             set_value(name, text, rule)
         else:
             set_value(name, target, rule)
@@ -283,10 +284,11 @@ def _fix_container(
 
     # -- baseline
     aeh, legacy = gv.ASYNC_ERROR_HANDLING, gv.LEGACY_ASYNC_ERROR_HANDLING
-    if not check_literal(aeh, gv.ASYNC_ERROR_HANDLING_ACCEPTED, gv.ASYNC_ERROR_HANDLING_VALUE, "KDP201"):
-        if not check_literal(legacy, gv.ASYNC_ERROR_HANDLING_ACCEPTED,
-                             gv.LEGACY_ASYNC_ERROR_HANDLING_VALUE, "KDP201"):
-            adds.append({"name": aeh, "value": gv.ASYNC_ERROR_HANDLING_VALUE})
+    # The current name wins when both are set (NOTES.md); a legacy-only setting is respected.
+    if not check_literal(aeh, gv.ASYNC_ERROR_HANDLING_ACCEPTED, gv.ASYNC_ERROR_HANDLING_VALUE,
+                         "KDP201") and not check_literal(
+            legacy, gv.ASYNC_ERROR_HANDLING_ACCEPTED, gv.LEGACY_ASYNC_ERROR_HANDLING_VALUE, "KDP201"):
+        adds.append({"name": aeh, "value": gv.ASYNC_ERROR_HANDLING_VALUE})
     if not check_literal(gv.FAULTHANDLER, _NON_EMPTY, gv.FAULTHANDLER_VALUE, "KDP202"):
         adds.append({"name": gv.FAULTHANDLER, "value": gv.FAULTHANDLER_VALUE})
 
@@ -306,9 +308,9 @@ def _fix_container(
                      "check with `k8sddp validate --profile strict`", rule, changed=False)
             else:
                 adds.append({"name": name, "value": str(default)})
-        for name, default in SAFETY_NET_DEFAULTS.items():
-            if name in entries and _str(entries[name][1]) == "0":
-                set_value(name, default, "KDP306")
+        for net, net_default in SAFETY_NET_DEFAULTS.items():
+            if net in entries and _str(entries[net][1]) == "0":
+                set_value(net, net_default, "KDP306")
         # persistent artifact dir and flight-recorder dumps
         volumes = _get(pod, "volumes")
         pvcs = {

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Union
+from typing import Any
 
 import yaml
 
@@ -56,7 +56,7 @@ class ReplaceScalar:
     value: str
 
 
-Edit = Union[AppendItems, AddKey, ReplaceScalar]
+Edit = AppendItems | AddKey | ReplaceScalar
 
 
 @dataclasses.dataclass(frozen=True)

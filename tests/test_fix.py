@@ -138,6 +138,11 @@ spec:
         ("            - name: PYTHONFAULTHANDLER", {"PYTHONFAULTHANDLER": "1"}, True),
         ("            - name: PYTHONFAULTHANDLER\n              value: \"yes please\"",
          {"PYTHONFAULTHANDLER": "yes please"}, False),
+        # a plain string is left as written; a YAML 1.1 boolean is made a string
+        ("            - name: PYTHONFAULTHANDLER\n              value: enabled",
+         {"PYTHONFAULTHANDLER": "enabled"}, False),
+        ("            - name: PYTHONFAULTHANDLER\n              value: yes",
+         {"PYTHONFAULTHANDLER": "yes"}, True),
     ],
 )
 def test_existing_values(env: str, expected: dict[str, str], changed: bool) -> None:

@@ -90,10 +90,8 @@ def _fingerprint(f: Finding) -> str:
 
 def _result(f: Finding, rule_index: dict[str, int], root: Path | None) -> dict[str, Any]:
     rule = RULES.get(f.rule_id)
-    if f.exempted_by and rule is not None:
-        level = _LEVEL[rule.severity]
-    else:
-        level = _LEVEL[f.severity]
+    # A suppressed result keeps its rule's level (SARIF 3.35: suppression is separate from level).
+    level = _LEVEL[rule.severity] if f.exempted_by and rule is not None else _LEVEL[f.severity]
     text = f.message
     if f.object_ref:
         text = f"{f.object_ref}: {text}"
