@@ -418,3 +418,18 @@ def test_fixed_manifests_pass_validate() -> None:
     after = {f.rule_id for f in validate.validate_text(r.fixed, file="echo.yaml").findings}
     assert {"KDP201", "KDP202"} <= before
     assert not {"KDP201", "KDP202"} & after
+
+
+def test_self_check_refuses_a_wrong_splice(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """If the splicer ever produced other data than planned, nothing would be written."""
+    import k8sddp.fix as fixmod
+
+    real = fixmod.apply_edits
+    monkeypatch.setattr(fixmod, "apply_edits",
+                        lambda text, edits, style: real(text, edits, style).replace('value: "3"', 'value: "0"'))
+    f = tmp_path / "j.yaml"
+    f.write_text(MIXED, encoding="utf-8")
+    assert main(["fix", str(f)]) == 1
+    assert "unexpected data; file left unchanged" in capsys.readouterr().err
+    assert f.read_text(encoding="utf-8") == MIXED
