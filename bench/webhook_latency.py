@@ -160,7 +160,6 @@ def run(rate: float, count: int, warmup: int, connections: int, max_seconds: flo
             total = warmup + count
             t0 = time.perf_counter() + 0.2
             stop_at = t0 + max_seconds
-            sent_n = 0
             for i in range(total):
                 due = t0 + i / rate
                 if due > stop_at:
@@ -169,7 +168,6 @@ def run(rate: float, count: int, warmup: int, connections: int, max_seconds: flo
                 if delay > 0:
                     time.sleep(delay)
                 todo.put((i, due))
-                sent_n += 1
             for _ in threads:
                 todo.put(None)
             for t in threads:

@@ -33,12 +33,12 @@ from ..catalogue import RULES, Rule, get_rule
 from ..validate.exemptions import EXEMPT_ANNOTATION, EXEMPTABLE_LAYERS, REASON_ANNOTATION
 
 __all__ = [
+    "CelValidation",
     "EXEMPT_ANNOTATION",
     "EXEMPT_REASON_ANNOTATION",
     "MATCH_CONDITIONS",
     "VALIDATIONS",
     "VARIABLES",
-    "CelValidation",
     "cel_string",
 ]
 
