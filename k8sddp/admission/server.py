@@ -67,9 +67,22 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, separators=(",", ":"))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record (it may be replaced)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
 def configure_logging(level: str = "info", stream: Any = None) -> None:
-    """Send the ``k8sddp`` loggers to ``stream`` (stderr) as JSON lines at ``level``."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    """Send the ``k8sddp`` loggers to ``stream`` (default: the current stderr) as JSON lines at
+    ``level`` (``debug``, ``info``, ``warning``, ``error``)."""
+    handler: logging.Handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger("k8sddp")
     root.handlers[:] = [handler]
