@@ -427,7 +427,7 @@ def test_self_check_refuses_a_wrong_splice(tmp_path: Path, capsys: pytest.Captur
 
     real = fixmod.apply_edits
     monkeypatch.setattr(fixmod, "apply_edits",
-                        lambda text, edits, style: real(text, edits, style).replace('value: "3"', 'value: "0"'))
+                        lambda text, edits, style, **kw: real(text, edits, style, **kw).replace('value: "3"', 'value: "0"'))
     f = tmp_path / "j.yaml"
     f.write_text(MIXED, encoding="utf-8")
     assert main(["fix", str(f)]) == 1
