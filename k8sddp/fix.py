@@ -55,7 +55,10 @@ with the expected data before anything is written; a second run finds nothing to
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -70,9 +73,10 @@ from .yamledit import (
     ReplaceScalar,
     Style,
     apply_edits,
+    detect_style,
     is_plain_null,
 )
-from .yamlgraph import Unparseable, compose
+from .yamlgraph import Unparseable, compose, construct, load_all
 
 __all__ = ["FixResult", "Note", "fix_text"]
 
@@ -148,28 +152,6 @@ def _merge_line(*nodes: yaml.Node | None) -> int | None:
                 if isinstance(k, yaml.ScalarNode) and k.tag == "tag:yaml.org,2002:merge":
                     return k.start_mark.line + 1
     return None
-
-
-def _style(text: str, doc: yaml.Node) -> Style:
-    """Indentation of new blocks, taken from the document's own ``containers:`` and mappings."""
-    map_step, seq_offset = 2, 2
-    stack = [doc]
-    found_map = found_seq = False
-    while stack and not (found_map and found_seq):
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode) and not node.flow_style:
-            for k, v in node.value:
-                if isinstance(v, yaml.MappingNode) and not v.flow_style and v.value and not found_map:
-                    step = v.value[0][0].start_mark.column - k.start_mark.column
-                    if step > 0 and v.start_mark.line > k.start_mark.line:
-                        map_step, found_map = step, True
-                if (isinstance(v, yaml.SequenceNode) and not v.flow_style and v.value and not found_seq
-                        and v.start_mark.line > k.start_mark.line):
-                    seq_offset, found_seq = v.start_mark.column - k.start_mark.column, True
-                stack.append(v)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-    return Style(map_step=map_step, seq_offset=max(seq_offset, 0))
 
 
 # -- planning -------------------------------------------------------------------------------------
@@ -423,6 +405,20 @@ def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None
     return True
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: composing a large file makes hundreds of thousands of
+    objects, and the collector's full passes over them made fix quadratic (800 kB: 10 s -> 2 s;
+    bench/fix_speed.py). Nothing made here needs it; it is switched back on, as it was, after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def fix_text(
     text: str, *, file: str = "<input>", profile: str = "baseline",
     active_deadline_seconds: int | None = None,
@@ -447,6 +443,11 @@ def fix_text(
     """
     if profile not in ("baseline", "strict"):
         raise ValueError(f"unknown profile {profile!r}; expected baseline or strict")
+    with _gc_paused():
+        return _fix_text(text, file, profile, active_deadline_seconds)
+
+
+def _fix_text(text: str, file: str, profile: str, active_deadline_seconds: int | None) -> FixResult:
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     body = text[len(bom):]
     result = FixResult(file=file, original=text, fixed=text)
@@ -461,7 +462,7 @@ def fix_text(
     for di, doc in enumerate(docs):
         if isinstance(doc, yaml.MappingNode) and _plan_job(doc, di, profile, active_deadline_seconds, plan):
             result.jobs += 1
-        styles.append(_style(body, doc))
+        styles.append(detect_style(doc))
     edits, ops = plan.resolve(composed)
     result.notes = plan.notes
     if not edits:
@@ -477,11 +478,11 @@ def fix_text(
                 new = apply_edits(new, mine, styles[di], alias_end=composed.alias_end)
     except ValueError as exc:  # an edit the splicer cannot express: never guess
         raise RuntimeError(f"fix cannot place an edit ({exc}); file left unchanged") from exc
-    expected = predict([yaml.safe_load(yaml.serialize(d)) for d in docs], ops)
     try:
-        got = [d for d in yaml.safe_load_all(new) if d is not None]
+        got = load_all(new)
     except yaml.YAMLError as exc:  # a splicer bug; never write it
         raise RuntimeError(f"fix produced YAML that does not parse ({exc}); file left unchanged") from exc
+    expected = predict(construct(docs), ops)  # last use of the nodes (merge keys get flattened)
     if got != expected:  # a splicer bug; never write it (tested by faking one)
         raise RuntimeError("fix produced unexpected data; file left unchanged")
     result.fixed = bom + new

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 __all__ = ["AddKey", "AliasEnd", "AppendItems", "Edit", "FillNull", "ReplaceScalar", "Style",
-           "apply_edits", "is_plain_null"]
+           "apply_edits", "detect_style", "is_plain_null"]
 
 #: ``alias_end(parent, key)``: the end mark of the alias written as ``parent[key]`` (``key`` a
 #: mapping key's text or a sequence index), or None when the value is written there.
@@ -333,3 +333,27 @@ def apply_edits(text: str, edits: list[Edit], style: Style, *, alias_end: AliasE
     for start, end, new, _ in sorted(splices, key=lambda s: (s[0], s[3]), reverse=True):
         text = text[:start] + new + text[end:]
     return text
+
+
+def detect_style(doc: yaml.Node) -> Style:
+    """Indentation of new blocks, taken from the document's own block mappings and sequences:
+    the first nested block mapping gives ``map_step``, the first block sequence on its own line
+    below its key gives ``seq_offset`` (2 and 2 when the document has none)."""
+    map_step, seq_offset = 2, 2
+    stack = [doc]
+    found_map = found_seq = False
+    while stack and not (found_map and found_seq):
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode) and not node.flow_style:
+            for k, v in node.value:
+                if isinstance(v, yaml.MappingNode) and not v.flow_style and v.value and not found_map:
+                    step = v.value[0][0].start_mark.column - k.start_mark.column
+                    if step > 0 and v.start_mark.line > k.start_mark.line:
+                        map_step, found_map = step, True
+                if (isinstance(v, yaml.SequenceNode) and not v.flow_style and v.value and not found_seq
+                        and v.start_mark.line > k.start_mark.line):
+                    seq_offset, found_seq = v.start_mark.column - k.start_mark.column, True
+                stack.append(v)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return Style(map_step=map_step, seq_offset=max(seq_offset, 0))
