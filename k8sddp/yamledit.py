@@ -253,16 +253,21 @@ def _item_step(seq: yaml.SequenceNode, dash_col: int, alias_end: AliasEnd) -> in
     return 2
 
 
+def _gap(text: str, start: int, end: int) -> str:
+    """A space before a value put where an empty scalar (no text) stands right after ``key:``."""
+    return " " if start == end and start > 0 and text[start - 1] not in " \t" else ""
+
+
 def _fill_null(text: str, edit: FillNull, style: Style, nl: str) -> list[tuple[int, int, str]]:
     node = edit.node
     if not is_plain_null(node):
         raise ValueError(f"line {node.start_mark.line + 1}: the null value has an anchor or tag")
     start, end = node.start_mark.index, node.end_mark.index
     if edit.parent.flow_style:
-        return [(start, end, (" " if start == end else "") + _flow(edit.value))]
+        return [(start, end, _gap(text, start, end) + _flow(edit.value))]
     key = next(k for k, v in edit.parent.value if v is node)
     if not isinstance(edit.value, (dict, list)) or not edit.value:
-        return [(start, end, (" " if start == end else "") + _flow(edit.value))]
+        return [(start, end, _gap(text, start, end) + _flow(edit.value))]
     while start > 0 and text[start - 1] in " \t":  # `env: ~` -> `env:`, then the block below
         start -= 1
     cut = text.find("\n", end)
@@ -280,7 +285,7 @@ def _splice(text: str, edit: Edit, style: Style, nl: str, alias_end: AliasEnd) -
         if anchor:  # keep the anchor (aliases name it); drop a tag (`!!int 3` -> `"3"`)
             new = f"{anchor} {new}"
         # An empty (null) scalar has no text: ``value:`` needs a space before the new one.
-        return [(start, end, (" " if start == end else "") + new)]
+        return [(start, end, _gap(text, start, end) + new)]
     if isinstance(edit, FillNull):
         return _fill_null(text, edit, style, nl)
     node = edit.node

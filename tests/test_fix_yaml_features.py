@@ -6,6 +6,8 @@ diff) and on the loaded data (what the API server gets).
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import yaml
 
@@ -266,3 +268,67 @@ def test_empty_documents_and_alias_cycles() -> None:
     seq = loop.docs[0].value[0][1]
     assert paths_to(seq, loop) is None  # a node inside itself is never edited
     assert paths_to(seq.value[0], loop) is None
+
+
+# -- combinations: every valid mix of anchors, aliases and tags in Master's and Worker's env ------
+
+_MASTER_ENVS = [
+    '              env: &env\n                - name: A\n                  value: "1"',
+    '              env: &env   # shared\n                - name: A\n                  value: "1"',
+    '              env: &env !!seq\n                - name: A\n                  value: "1"',
+    '              env: !!seq &env\n              - name: A\n                value: "1"',
+    '              env: &env\n              - &a {name: A, value: "1"}',
+    '              env: &env [{name: A, value: "1"}]',
+    "              env: &env []",
+    '              env: &env\n                - &a\n                  name: A\n                  value: "1"',
+    "              env:\n                - name: TORCH_NCCL_ASYNC_ERROR_HANDLING\n                  value: &z !!int 0\n"
+    '                - name: X\n                  value: &env "q"',
+    '              env: &env\n                - name: PYTHONFAULTHANDLER\n                  value: &z ""',
+    "              env: &env\n                - name: PYTHONFAULTHANDLER",
+    "              env: &env\n                - {name: PYTHONFAULTHANDLER, value: }",
+]
+_WORKER_ENVS = [
+    "              env: *env",
+    '              env:\n                - *a\n                - name: B\n                  value: "2"',
+    '              env:\n                - name: B\n                  value: "2"\n                - *a',
+    "              env: [*a]",
+    "              env:\n                - name: TORCH_NCCL_ASYNC_ERROR_HANDLING\n                  value: *z",
+    "              env:\n                - name: Y\n                  value: *z",
+    "              env:",
+    '              env: !!seq\n              - {name: B, value: "2"}',
+    "",
+]
+
+
+def _combo(master_env: str, worker_env: str, shared_template: bool) -> str:
+    head = HEAD + ("    Master:\n      replicas: 1\n      template:" + (" &tpl" if shared_template else "") +
+                   "\n        spec:\n          containers:\n            - name: pytorch\n              image: img\n"
+                   + master_env + "\n    Worker:\n      replicas: 2\n      template:")
+    if shared_template:
+        return head + " *tpl\n"
+    return head + ("\n        spec:\n          containers:\n            - name: pytorch\n              image: img\n"
+                   + worker_env + "\n")
+
+
+def test_anchor_alias_tag_combinations_never_break_the_file() -> None:
+    """Every combination that parses: no self-check failure, idempotent, and what fix does not
+    leave unresolved passes validate (140 files that parse, CRLF included; about 1 s)."""
+    validate = pytest.importorskip("k8sddp.validate")
+    checked = 0
+    for m, w, shared in itertools.product(_MASTER_ENVS, _WORKER_ENVS, (False, True)):
+        if shared and w != _WORKER_ENVS[0]:
+            continue
+        for nl in ("\n", "\r\n"):
+            text = _combo(m, w, shared).replace("\n", nl)
+            try:
+                list(yaml.safe_load_all(text))
+            except yaml.YAMLError:
+                continue  # e.g. *a without &a
+            checked += 1
+            r = fix_text(text, file="c.yaml")  # raises RuntimeError on a bad splice
+            assert r.error is None, text
+            assert not fix_text(r.fixed).changed, r.fixed
+            if not any(n.unresolved for n in r.notes):
+                found = {f.rule_id for f in validate.validate_text(r.fixed, file="c.yaml").findings}
+                assert not found & {"KDP201", "KDP202"}, r.fixed
+    assert checked > 120
