@@ -167,6 +167,12 @@ def _check_duplicates(node: yaml.Node, file: str, seen: set[int]) -> None:
             stack.extend(node.value)
 
 
+def _helm_hint(text: str) -> str:
+    if "{{" in text and "}}" in text:
+        return " (this looks like a Helm or Go template: render it with `helm template` and check the output)"
+    return ""
+
+
 def compose(text: str, file: str) -> Composed:
     """Compose ``text`` (every document) and check that fix may edit it.
 
@@ -191,13 +197,14 @@ def compose(text: str, file: str) -> Composed:
             pass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        text_of = "; ".join(p for p in (exc.context, exc.problem) if p) or str(exc)  # as validate says
         raise Unparseable(Finding(
-            "KDP001", Severity.ERROR,
-            f"cannot parse YAML: {exc.problem or exc.context}; file left unchanged", file=file,
+            "KDP001", Severity.ERROR, f"{text_of}{_helm_hint(text)}; file left unchanged", file=file,
             line=mark.line + 1 if mark else 0, column=mark.column + 1 if mark else 0)) from exc
     except (yaml.YAMLError, RecursionError) as exc:
+        first = (str(exc).splitlines() or ["document nested too deeply"])[0]
         raise Unparseable(Finding("KDP001", Severity.ERROR,
-                                  f"cannot parse YAML: {exc}; file left unchanged", file=file)) from exc
+                                  f"{first}{_helm_hint(text)}; file left unchanged", file=file)) from exc
     finally:
         loader.dispose()
     seen: set[int] = set()

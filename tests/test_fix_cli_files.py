@@ -202,3 +202,17 @@ def test_env_not_a_list_is_unresolved_and_exits_1(tmp_path: Path, capsys: pytest
                              "                - {name: PYTHONFAULTHANDLER, value: \"1\"}\n"), encoding="utf-8")
     assert main(["fix", str(f)]) == 0
     assert [n.unresolved for n in fix_text(f.read_text(encoding="utf-8")).notes] == [False]
+
+
+def test_parse_errors_match_validate_and_hint_at_helm() -> None:
+    """Review item 13: same location and parser text as validate; Helm syntax gets a hint."""
+    from k8sddp.validate import validate_text
+
+    for text, helm in [("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n"
+                        "data: {a: [1, 2}\n", True),
+                       ("a: [1, 2\nb: 1\n", False)]:
+        err = fix_text(text, file="t.yaml").error
+        [found] = validate_text(text, file="t.yaml").findings
+        assert err is not None and (err.rule_id, err.line, err.column) == (found.rule_id, found.line, found.column)
+        assert err.message.startswith(found.message)
+        assert ("helm template" in err.message) is helm
