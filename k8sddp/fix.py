@@ -58,6 +58,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -340,6 +341,13 @@ def _add_list(
     return None
 
 
+def _looks_like_pytorch(name: str) -> bool:
+    """A near miss of ``pytorch``: other case, spaces, invisible or compatibility characters."""
+    folded = unicodedata.normalize("NFKC", name)
+    folded = "".join(ch for ch in folded if unicodedata.category(ch) not in ("Cf", "Zs", "Cc"))
+    return name != "pytorch" and folded.strip().casefold() == "pytorch"
+
+
 def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None, plan: Plan) -> bool:
     if _str(_get(doc, "kind")) != "PyTorchJob" or not (_str(_get(doc, "apiVersion")) or "").startswith(
             "kubeflow.org/"):
@@ -369,7 +377,11 @@ def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None
             if _str(_get(c, "name")) == "pytorch"
         ]
         if not pytorch or not isinstance(pod, yaml.MappingNode):
-            plan.note(Note(f"{ref} {rname}", "no container named pytorch; fix adds nothing here",
+            names = [_str(_get(c, "name")) or "" for c in
+                     (containers.value if isinstance(containers, yaml.SequenceNode) else [])]
+            near = [n for n in names if _looks_like_pytorch(n)]
+            hint = f" (is {ascii(near[0])} meant to be it? rename it to exactly pytorch)" if near else ""
+            plan.note(Note(f"{ref} {rname}", f"no container named pytorch{hint}; fix adds nothing here",
                            "KDP104", rv.start_mark.line + 1, False, True))
             continue
         idx, container = pytorch[0]

@@ -193,7 +193,7 @@ def test_env_not_a_list_is_unresolved_and_exits_1(tmp_path: Path, capsys: pytest
     f.write_text(text, encoding="utf-8")
     assert main(["fix", str(f)]) == 1
     out, _ = capsys.readouterr()
-    assert "left KDP201" in out and "by hand" in out and "1 with a guard still missing" in out
+    assert "left KDP201" in out and "by hand" in out and "1 of them still breaking a rule" in out
     assert f.read_text(encoding="utf-8") == text
     # a valueFrom that fix does not check is not a failure
     f.write_text(JOB.replace('                - name: A\n                  value: "1"\n',
@@ -216,3 +216,10 @@ def test_parse_errors_match_validate_and_hint_at_helm() -> None:
         assert err is not None and (err.rule_id, err.line, err.column) == (found.rule_id, found.line, found.column)
         assert err.message.startswith(found.message)
         assert ("helm template" in err.message) is helm
+
+
+def test_near_miss_container_name_is_shown() -> None:
+    text = JOB.replace("- name: pytorch", '- name: "pytorch\\u200b"')
+    r = fix_text(text)
+    [n] = r.notes
+    assert n.rule_id == "KDP104" and n.unresolved and "'pytorch\\u200b' meant to be it" in n.text

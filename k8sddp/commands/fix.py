@@ -226,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         summary += f"; {failed} could not be read or written (left unchanged)"
     summary += f"; {left} item(s) left for you"
     if unresolved:
-        summary += f", {unresolved} with a guard still missing"
+        summary += f", {unresolved} of them still breaking a rule"
     if left:
         summary += f" (check with `k8sddp validate --profile {args.profile}`)"
     print(summary, file=notes_out)
