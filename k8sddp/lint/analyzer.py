@@ -1,0 +1,196 @@
+"""The project-wide analysis: walks every function until the call graph's facts settle.
+
+Each round walks every function of the project (:class:`~k8sddp.lint.flow.Walker`) with what
+the previous round learned: the values callers pass to each parameter (joined over call sites),
+the attributes methods store on ``self``, the module globals, and each function's summary (its
+return value and the collectives it runs). Rounds stop when nothing changes (at most
+:data:`MAX_ROUNDS`). Afterwards :meth:`Analyzer.context` says which rank classes can run a
+function, from the guards around its call sites.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from . import knowledge as K
+from .events import Summary
+from .flow import Walker
+from .project import FuncInfo, Project, dotted
+from .values import ALL, LZ, UNIFORM, Val, Z, join
+
+__all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
+
+#: Rounds of the fixed point; call chains deeper than this lose precision, never soundness of
+#: termination.
+MAX_ROUNDS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSite:
+    """One call of a project function: the caller, and the classes/guards it runs under."""
+
+    caller: str
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    node: ast.AST
+    caller_path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """Who can run a function: classes, an unknown-shape rank condition, the guard that
+    restricts it (for messages), and whether any caller is known at all."""
+
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    cause_path: str
+    called: bool
+
+
+class Analyzer:
+    """Runs the rounds over a :class:`~k8sddp.lint.project.Project`."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.summaries: dict[str, Summary] = {}
+        self.param_vals: dict[str, dict[str, Val]] = {}
+        self.param_next: dict[str, dict[str, Val]] = {}
+        self.callsites: dict[str, list[CallSite]] = {}
+        self.class_attrs: dict[tuple[str, str], dict[str, Val]] = {}
+        self.class_attrs_next: dict[tuple[str, str], dict[str, Val]] = {}
+        self.module_env: dict[str, dict[str, Val]] = {}
+        self.module_env_next: dict[str, dict[str, Val]] = {}
+        self.spawn_targets: set[str] = set()
+        self.walkers: dict[str, Walker] = {}
+        self._ctx: dict[str, Context] = {}
+
+    # -- facts the walker asks for ---------------------------------------------------------
+    def decorators(self, f: FuncInfo) -> list[str]:
+        """Terminal names of ``f``'s decorators."""
+        if isinstance(f.node, ast.Module):
+            return []
+        out = []
+        for d in f.node.decorator_list:
+            node = d.func if isinstance(d, ast.Call) else d
+            name = dotted(node, f.module.aliases) or ""
+            out.append(name.split(".")[-1])
+        return out
+
+    def entry_mask(self, f: FuncInfo) -> int:
+        """Classes that run ``f``'s body when it is called (decorators such as
+        ``@rank_zero_only`` restrict it)."""
+        decs = set(self.decorators(f))
+        if decs & K.RANK_ZERO_DECORATORS:
+            return Z
+        if decs & K.RANK_LOCAL_ZERO_DECORATORS:
+            return Z | LZ
+        return ALL
+
+    def is_rank_zero_only(self, f: FuncInfo) -> bool:
+        """True when ``f`` runs on a subset of ranks by decoration (its body is checked alone)."""
+        return self.entry_mask(f) != ALL
+
+    def is_lightning(self, f: FuncInfo) -> bool:
+        """True for methods of a LightningModule subclass."""
+        if not f.cls:
+            return False
+        return any(b.split(".")[-1] == "LightningModule" for b in f.module.class_bases.get(f.cls, []))
+
+    def param_vals_for(self, f: FuncInfo) -> dict[str, Val]:
+        """Initial values of ``f``'s parameters: what callers pass (joined), else a seed from the
+        parameter's name for entry points (``rank``, ``local_rank``), or the rank for the first
+        parameter of an ``mp.spawn`` target."""
+        joined = self.param_vals.get(f.key)
+        out: dict[str, Val] = {}
+        for i, p in enumerate(f.params):
+            if i == 0 and f.cls and p in ("self", "cls"):
+                continue
+            v = joined.get(p) if joined is not None else None
+            if f.key in self.spawn_targets and i == 0:
+                v = Val(prank="rank")
+            elif v is None and joined is None and p in K.RANK_PARAMS:
+                v = Val(prank=K.RANK_PARAMS[p])
+            v = v or UNIFORM
+            out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
+        return out
+
+    def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:
+        """Remember one call of ``f`` (its argument values and the guards around it)."""
+        if walker.silent:
+            return
+        table = self.param_next.setdefault(f.key, {})
+        for p, v in mapping.items():
+            table[p] = join(table[p], v) if p in table else v
+        self.callsites.setdefault(f.key, []).append(
+            CallSite(walker.func.key, walker.mask, walker.many, walker.cause, walker.func.node, walker.mod.path)
+        )
+
+    # -- the rounds --------------------------------------------------------------------------
+    def functions(self) -> list[FuncInfo]:
+        """Every function of every module known so far (linted and imported)."""
+        seen: list[FuncInfo] = []
+        mods = list(self.project.modules.values())
+        mods += [m for m in self.project._by_file.values() if m is not None and m not in mods]
+        for m in mods:
+            seen.extend(m.all_functions())
+        return seen
+
+    def run(self) -> None:
+        """Iterate to a fixed point (or :data:`MAX_ROUNDS`)."""
+        for rnd in range(MAX_ROUNDS):
+            self.param_next, self.callsites = {}, {}
+            self.class_attrs_next, self.module_env_next = {}, {}
+            changed = False
+            for f in self.functions():
+                w = Walker(self, f, self.entry_mask(f))
+                w.run()
+                self.walkers[f.key] = w
+                colls = [e for e in w.events if e.kind == "coll"]
+                summ = Summary(
+                    ret=w.return_val(),
+                    sig=tuple(e.op for e in colls)[:8],
+                    first=(colls[0].detail, colls[0].line) if colls else ("", 0),
+                )
+                if self.summaries.get(f.key) != summ:
+                    changed = True
+                self.summaries[f.key] = summ
+            if self.param_next != self.param_vals or self.class_attrs_next != self.class_attrs:
+                changed = True
+            if self.module_env_next != self.module_env:
+                changed = True
+            self.param_vals = self.param_next
+            self.class_attrs = self.class_attrs_next
+            self.module_env = self.module_env_next
+            if not changed and rnd > 0:
+                break
+        self._ctx = {}
+
+    def context(self, f: FuncInfo) -> Context:
+        """Which rank classes can run ``f`` (the union over its call sites of the classes at the
+        call site that can run the caller)."""
+        return self._context(f.key, set())
+
+    def _context(self, key: str, stack: set[str]) -> Context:
+        if key in self._ctx:
+            return self._ctx[key]
+        sites = self.callsites.get(key)
+        if not sites or key in stack:
+            return Context(ALL, None, None, "", bool(sites))
+        stack = stack | {key}
+        mask = 0
+        many: ast.AST | None = None
+        cause: ast.AST | None = None
+        cause_path = ""
+        for s in sites:
+            c = self._context(s.caller, stack)
+            mask |= s.mask & c.mask
+            many = many or s.many or c.many
+            if cause is None and (s.cause is not None or c.cause is not None):
+                cause = s.cause if s.cause is not None else c.cause
+                cause_path = s.caller_path if s.cause is not None else c.cause_path
+        out = Context(mask, many, cause, cause_path, True)
+        self._ctx[key] = out
+        return out

@@ -1,0 +1,381 @@
+"""The statement walker: follows one function's control flow, per class of ranks.
+
+The walker keeps the set of rank classes (``Z`` global rank 0, ``LZ`` other local-rank-0s, ``N``
+the rest; :mod:`k8sddp.lint.values`) that reach the current statement. A rank-dependent ``if``
+splits it between its arms; an arm that ends in ``return``/``break``/``continue``/``raise``/
+``sys.exit`` removes its classes from what follows. A condition of a shape the classes cannot
+express (``rank % 2``, a value only rank 0 computed) marks what it guards as ``many``. Every
+collective, exit and file write or read is recorded as an :class:`~k8sddp.lint.events.Event`
+with the classes that execute it; the rules compare what each class executes.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import TYPE_CHECKING
+
+from . import knowledge as K
+from .calls import CallMixin
+from .events import Event
+from .exprs import env_key, kind_of_mask
+from .values import ALL, MANY, UNIFORM, Val, Z, classes_of, join, join_kind
+
+if TYPE_CHECKING:
+    from .analyzer import Analyzer
+    from .project import FuncInfo
+
+__all__ = ["Walker"]
+
+_EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+
+
+@dataclasses.dataclass
+class _State:
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    cause_is_exit: bool
+    env: dict[str, Val]
+
+
+def _local_names(node: ast.AST) -> set[str]:
+    out: set[str] = set()
+    declared_global: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            out.add(sub.id)
+        elif isinstance(sub, ast.Global):
+            declared_global.update(sub.names)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
+            out.add(sub.name)
+    return out - declared_global
+
+
+class Walker(CallMixin):
+    """Walks one function (or module body) once; see the module docstring.
+
+    Args:
+        analyzer: the project-wide analysis (summaries, parameter values, class attributes).
+        func: the function to walk.
+        entry_mask: the classes that run the function's body (Z for ``@rank_zero_only``).
+    """
+
+    def __init__(self, analyzer: Analyzer, func: FuncInfo, entry_mask: int = ALL) -> None:
+        self.an = analyzer
+        self.func = func
+        self.mod = func.module
+        self.env: dict[str, Val] = {}
+        self.is_module = isinstance(func.node, ast.Module)
+        self.locals_ = set() if self.is_module else _local_names(func.node)
+        self.entry_mask = entry_mask
+        self.mask = entry_mask
+        self.many: ast.AST | None = None
+        self.cause: ast.AST | None = None
+        self.cause_is_exit = False
+        self.loops: list[ast.AST] = []
+        self.ordered: ast.AST | None = None
+        self.guards: list[ast.expr] = []
+        self.silent = 0
+        self.events: list[Event] = []
+        self.returns: list[Val] = []
+        self.rank_exits: list[tuple[int, ast.AST]] = []  # (mask, stmt) of rank-dependent function exits
+        self.uses_rank = False
+        self.last_exit: ast.AST | None = None
+
+    # -- environment -------------------------------------------------------------------------
+    def global_val(self, name: str) -> Val:
+        if self.is_module:
+            return UNIFORM
+        return self.an.module_env.get(self.mod.path, {}).get(name, UNIFORM)
+
+    def class_attr(self, attr: str) -> Val | None:
+        if not self.func.cls:
+            return None
+        table = self.an.class_attrs.get((self.mod.path, self.func.cls), {})
+        return table.get(attr)
+
+    def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:
+        """Bind ``target`` to ``val`` (tuple targets element-wise where the value is a tuple)."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(elts):
+                for t, v in zip(elts, value_node.elts, strict=True):
+                    self.assign(t, self.expr(v), v)
+                return
+            parts = self.tuple_parts(value_node, len(elts)) if value_node is not None else None
+            for i, t in enumerate(elts):
+                self.assign(t, parts[i] if parts else val, None)
+            return
+        if isinstance(target, ast.Starred):
+            self.assign(target.value, val, None)
+            return
+        if isinstance(target, ast.Subscript):
+            base = env_key(target.value)
+            if base is not None:
+                self.env[base] = join(self.env.get(base, UNIFORM), val.data_only())
+            return
+        key = env_key(target)
+        if key is None:
+            return
+        if self.mask != self.entry_mask or self.many is not None:
+            shape = "other" if self.many is not None else kind_of_mask(self.mask)
+            val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
+        self.env[key] = val
+        if key.startswith("self.") and key.count(".") == 1 and self.func.cls:
+            table = self.an.class_attrs_next.setdefault((self.mod.path, self.func.cls), {})
+            attr = key[5:]
+            table[attr] = join(table[attr], val) if attr in table else val
+        if self.is_module and "." not in key:
+            self.an.module_env_next.setdefault(self.mod.path, {})[key] = val
+
+    # -- events ------------------------------------------------------------------------------
+    def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
+        """Record an event at the current position (nothing while pre-walking a loop)."""
+        if self.silent or (self.mask == 0 and self.many is None):
+            return
+        names: set[str] = set()
+        for g in self.guards:
+            names.add(ast.unparse(g))
+            for sub in ast.walk(g):
+                if isinstance(sub, ast.Name):
+                    names.add(sub.id)
+                elif isinstance(sub, (ast.Attribute, ast.Subscript, ast.List, ast.Tuple, ast.Call)):
+                    names.add(ast.unparse(sub))
+        ev = Event(
+            kind=kind, op=op, node=node, mask=self.mask, many=self.many, cause=self.cause,
+            cause_is_exit=self.cause_is_exit, loops=tuple(self.loops), ordered=self.ordered,
+            guard_names=frozenset(names), seq=len(self.events), **kw,  # type: ignore[arg-type]
+        )
+        self.events.append(ev)
+
+    # -- statements --------------------------------------------------------------------------
+    def run(self) -> None:
+        """Walk the whole body."""
+        node = self.func.node
+        if not self.is_module:
+            assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for name, val in self.an.param_vals_for(self.func).items():
+                self.env[name] = val
+            for dec in node.decorator_list:
+                self.expr(dec) if not isinstance(dec, ast.Name) else None
+        self.block(node.body)
+
+    def block(self, stmts: list[ast.stmt]) -> None:
+        for s in stmts:
+            if self.mask == 0:
+                return
+            self.stmt(s)
+
+    def save(self) -> _State:
+        return _State(self.mask, self.many, self.cause, self.cause_is_exit, dict(self.env))
+
+    def restore(self, st: _State) -> None:
+        self.mask, self.many, self.cause, self.cause_is_exit = st.mask, st.many, st.cause, st.cause_is_exit
+        self.env = dict(st.env)
+
+    def merge_env(self, a: dict[str, Val], b: dict[str, Val]) -> dict[str, Val]:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = join(out[k], v) if k in out and out[k] != v else v
+        return out
+
+    def stmt(self, s: ast.stmt) -> None:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is not None:
+            method(s)
+            return
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self.expr(child)
+
+    def s_FunctionDef(self, s: ast.FunctionDef) -> None:
+        return None
+
+    s_AsyncFunctionDef = s_ClassDef = s_Import = s_ImportFrom = s_Global = s_Nonlocal = s_Pass = s_FunctionDef
+
+    def s_Expr(self, s: ast.Expr) -> None:
+        v = s.value
+        if isinstance(v, ast.Call) and self._dotted(v.func) in _EXIT_FUNCS:
+            for a in v.args:
+                self.expr(a)
+            self.exit(s, "sys.exit")
+            return
+        self.expr(v)
+
+    def s_Assign(self, s: ast.Assign) -> None:
+        val = self.expr(s.value)
+        for t in s.targets:
+            self.assign(t, val, s.value)
+
+    def s_AnnAssign(self, s: ast.AnnAssign) -> None:
+        if s.value is not None:
+            self.assign(s.target, self.expr(s.value), s.value)
+
+    def s_AugAssign(self, s: ast.AugAssign) -> None:
+        val = self.expr(s.value)
+        cur = self.expr(s.target) if isinstance(s.target, (ast.Name, ast.Attribute)) else UNIFORM
+        self.assign(s.target, join(cur, val).data_only(), None)
+
+    def s_Return(self, s: ast.Return) -> None:
+        if s.value is not None:
+            self.returns.append(self.expr(s.value))
+        self.exit(s, "return")
+
+    def s_Raise(self, s: ast.Raise) -> None:
+        self.expr(s.exc)
+        self.exit(s, "raise")
+
+    def s_Break(self, s: ast.Break) -> None:
+        self.exit(s, "break")
+
+    def s_Continue(self, s: ast.Continue) -> None:
+        self.exit(s, "continue")
+
+    def exit(self, s: ast.stmt, kind: str) -> None:
+        """A statement that leaves the block: record it when only some ranks take it."""
+        self.last_exit = s
+        if self.mask != self.entry_mask or self.many is not None:
+            self.emit("exit", kind, s)
+            if kind in ("return", "raise", "sys.exit") and not self.silent:
+                self.rank_exits.append((self.mask, s))
+        self.mask = 0
+
+    def s_If(self, s: ast.If) -> None:
+        test = self.expr(s.test)
+        cm = classes_of(test.kind)
+        if test.kind:
+            self.uses_rank = True
+        before = self.save()
+        if cm == MANY:
+            arms_mask = (before.mask, before.mask)
+            many: ast.AST | None = before.many or s.test
+        else:
+            arms_mask = (before.mask & cm, before.mask & ~cm & ALL)
+            many = before.many
+        results: list[_State] = []
+        for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
+            self.restore(before)
+            self.mask, self.many = m, many
+            ranked = cm != ALL
+            if ranked:
+                self.cause, self.cause_is_exit = s.test, False
+                self.guards.append(s.test)
+            if m or self.many is not None:
+                self.block(arm)
+            if ranked:
+                self.guards.pop()
+            results.append(self.save())
+        a, b = results
+        self.env = self.merge_env(a.env, b.env)
+        self.mask = a.mask | b.mask
+        self.many = before.many
+        self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
+        if cm == MANY:
+            if (a.mask == 0) != (b.mask == 0) and self.last_exit is not None:
+                self.many, self.cause, self.cause_is_exit = self.last_exit, self.last_exit, True
+        elif self.mask != before.mask and self.last_exit is not None:
+            self.cause, self.cause_is_exit = self.last_exit, True
+
+
+    def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
+        before = self.save()
+        exits_before = len(self.rank_exits)
+        if head.kind:
+            self.uses_rank = True
+            self.many = self.many or (s.iter if isinstance(s, (ast.For, ast.AsyncFor)) else s.test)
+        if not self.silent:  # widen the environment first: values computed late in the body
+            self.silent += 1
+            self.block(body)
+            self.silent -= 1
+            self.env = self.merge_env(before.env, self.env)
+            self.mask, self.many = before.mask, self.many if head.kind else before.many
+        self.loops.append(s)
+        self.block(body)
+        self.loops.pop()
+        self.env = self.merge_env(before.env, self.env)
+        self.mask, self.many = before.mask, before.many
+        self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
+        for m, stmt in self.rank_exits[exits_before:]:
+            if isinstance(stmt, ast.Raise):
+                continue
+            self.mask &= ~m
+            self.cause, self.cause_is_exit = stmt, True
+        if head.kind and self.events and self.silent == 0:
+            pass
+        self.block(s.orelse)
+        if self.mask == 0:
+            self.mask = before.mask
+
+    def s_For(self, s: ast.For) -> None:
+        it = self.expr(s.iter)
+        self.assign(s.target, it.data_only(), None)
+        self.loop(s, it, s.body)
+
+    s_AsyncFor = s_For  # type: ignore[assignment]
+
+    def s_While(self, s: ast.While) -> None:
+        self.loop(s, self.expr(s.test), s.body)
+
+    def s_With(self, s: ast.With) -> None:
+        outer = self.ordered
+        for item in s.items:
+            v = self.expr(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, v, None)
+            ce = item.context_expr
+            name = ce.func if isinstance(ce, ast.Call) else ce
+            d = self._dotted(name) or ""
+            if d.split(".")[-1] in K.ORDERED_CONTEXTS:
+                self.ordered = ce
+        self.block(s.body)
+        self.ordered = outer
+
+    s_AsyncWith = s_With  # type: ignore[assignment]
+
+    def s_Try(self, s: ast.Try) -> None:
+        before = self.save()
+        self.block(s.body)
+        self.block(s.orelse)
+        after_body = self.save()
+        states = [after_body]
+        for h in s.handlers:
+            self.restore(before)
+            if h.name:
+                self.env[h.name] = UNIFORM
+            self.block(h.body)
+            states.append(self.save())
+        self.restore(after_body)
+        for st in states[1:]:
+            self.env = self.merge_env(self.env, st.env)
+            self.mask |= st.mask
+        if self.mask == 0 and s.finalbody:
+            self.mask = before.mask
+        self.block(s.finalbody)
+
+    s_TryStar = s_Try  # type: ignore[assignment]
+
+    def s_Match(self, s: ast.Match) -> None:
+        self.expr(s.subject)
+        before = self.save()
+        masks = 0
+        for case in s.cases:
+            self.restore(before)
+            self.block(case.body)
+            masks |= self.mask
+        self.mask = masks or before.mask
+
+    def s_Assert(self, s: ast.Assert) -> None:
+        self.expr(s.test)
+
+    def s_Delete(self, s: ast.Delete) -> None:
+        return None
+
+    # -- results -----------------------------------------------------------------------------
+    def return_val(self) -> Val:
+        """The joined value of every ``return``."""
+        return join(*self.returns) if self.returns else UNIFORM
+
+    @property
+    def entry_is_zero(self) -> bool:
+        return self.entry_mask == Z
