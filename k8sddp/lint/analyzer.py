@@ -16,7 +16,7 @@ import dataclasses
 from . import knowledge as K
 from .events import Summary
 from .flow import Walker
-from .project import FuncInfo, Project, dotted
+from .project import FuncInfo, Module, Project, dotted
 from .values import ALL, LZ, UNIFORM, Val, Z, join
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
@@ -129,14 +129,31 @@ class Analyzer:
         )
 
     # -- the rounds --------------------------------------------------------------------------
+    def all_modules(self) -> list[Module]:
+        """Every module known so far (linted and imported)."""
+        mods = list(self.project.modules.values())
+        mods += [m for m in self.project._by_file.values() if m is not None and m not in mods]
+        return mods
+
     def functions(self) -> list[FuncInfo]:
         """Every function of every module known so far (linted and imported)."""
         seen: list[FuncInfo] = []
-        mods = list(self.project.modules.values())
-        mods += [m for m in self.project._by_file.values() if m is not None and m not in mods]
-        for m in mods:
+        for m in self.all_modules():
             seen.extend(m.all_functions())
         return seen
+
+    def reached_from(self, f: FuncInfo, modules: set[str]) -> bool:
+        """True when ``f`` lives in one of ``modules`` or is called (transitively) from one."""
+        todo, seen = [f.key], set()
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            if key.rsplit("::", 1)[0] in modules:
+                return True
+            todo.extend(s.caller for s in self.callsites.get(key, []))
+        return False
 
     def run(self) -> None:
         """Iterate to a fixed point (or :data:`MAX_ROUNDS`)."""

@@ -40,7 +40,8 @@ SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "
 _DIST_MARKERS = re.compile(
     r"torch\.distributed|torch import distributed|init_process_group|DistributedDataParallel|"
     r"FullyShardedDataParallel|\baccelerate\b|\blightning\b|pytorch_lightning|deepspeed|"
-    r"LOCAL_RANK|[\"']RANK[\"']|torch_xla|horovod|get_rank\b|is_main_process|is_global_zero"
+    r"LOCAL_RANK|[\"']RANK[\"']|torch_xla|horovod|get_rank\b|is_main_process|is_global_zero|"
+    r"torch\.multiprocessing|world_size|WORLD_SIZE"
 )
 
 
@@ -155,15 +156,15 @@ def lint_sources(
     analyzer = Analyzer(project)
     analyzer.run()
     kept: dict[str, tuple[Module, list[Raw]]] = {}
+    dist_modules = {m.path for m in analyzer.all_modules() if _DIST_MARKERS.search(m.source)}
     for name, mod in project.modules.items():
-        distributed = bool(_DIST_MARKERS.search(mod.source))
         found: list[Raw] = []
         for f in mod.all_functions():
             w = analyzer.walkers.get(f.key)
             if w is None:
                 continue
             found.extend(check_sync(w))
-            found.extend(check_io(w, analyzer.context(f), distributed))
+            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules)))
         found.extend(check_misc(mod, project))
         found.extend(check_forward(mod))
         raws[name] = found

@@ -196,9 +196,14 @@ class ExprEval:
             m |= k
         return out.with_kind(kind_of_mask(m))
 
+    def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
+        """Evaluate ``node`` where ``test`` is true (or false); the walker narrows its classes."""
+        return self.expr(node)
+
     def e_IfExp(self, node: ast.IfExp) -> Val:
         t = self.expr(node.test)
-        a, b = self.expr(node.body), self.expr(node.orelse)
+        a = self.eval_under(node.test, t, node.body, True)
+        b = self.eval_under(node.test, t, node.orelse, False)
         if not t.kind:
             return join(a, b)
         out = join(a, b)

@@ -149,6 +149,23 @@ class Walker(CallMixin):
         )
         self.events.append(ev)
 
+    def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
+        cm = classes_of(test_val.kind)
+        if cm == ALL:
+            return self.expr(node)
+        saved = (self.mask, self.many, self.cause, self.cause_is_exit)
+        if cm == MANY:
+            self.many = self.many or test
+        else:
+            self.mask &= cm if positive else (~cm & ALL)
+        self.cause, self.cause_is_exit = test, False
+        self.guards.append(test)
+        try:
+            return self.expr(node)
+        finally:
+            self.guards.pop()
+            self.mask, self.many, self.cause, self.cause_is_exit = saved
+
     # -- statements --------------------------------------------------------------------------
     def run(self) -> None:
         """Walk the whole body."""

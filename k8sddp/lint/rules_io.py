@@ -60,8 +60,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool) -> list[Raw]:
         pv = e.path_val
         if pv is not None and pv.kind in _PER_RANK:
             continue
-        if pv is not None and pv.params and not ctx.called and pv.kind is None:
-            continue  # the path comes from callers we cannot see
+        if isinstance(e.path, ast.Name) and e.path.id in w.func.params and not ctx.called:
+            continue  # the path is the caller's, and no caller is in sight
         if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
             continue
         if not distributed:

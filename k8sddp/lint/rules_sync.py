@@ -82,8 +82,10 @@ def check_sync(w: Walker) -> list[Raw]:
             continue
         first = next(c for c in _CLASSES if e.mask & c)
         idx = seqs[first].index(e)
+        # a partner runs the same collective at the same position on exactly the other classes
         unpaired = any(
-            idx >= len(seqs[c]) or seqs[c][idx].op != e.op for c in _CLASSES if not c & e.mask
+            idx >= len(seqs[c]) or seqs[c][idx].op != e.op or seqs[c][idx].mask & e.mask
+            for c in _CLASSES if not c & e.mask
         )
         if not unpaired or _group_ok(e):
             continue
