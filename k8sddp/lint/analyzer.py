@@ -170,6 +170,8 @@ class Analyzer:
                     ret=w.return_val(),
                     sig=tuple(e.op for e in colls)[:8],
                     first=(colls[0].detail, colls[0].line) if colls else ("", 0),
+                    reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
+                    writes=tuple(sorted(p for k, p in w.param_io if k == "write")),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed = True

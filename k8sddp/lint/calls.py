@@ -77,6 +77,7 @@ class CallMixin(ExprEval):
     many: ast.AST | None
     silent: int
     uses_rank: bool
+    param_io: set[tuple[str, str]]
 
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -136,6 +137,11 @@ class CallMixin(ExprEval):
             desc, line = summ.first
             where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
             self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}")
+        for kind, names in (("read", summ.reads), ("cwrite", summ.writes)):
+            for p in names:
+                arg = _arg(node, params.index(p), p) if p in params else None
+                if arg is not None:
+                    self.emit(kind, f"{f.name}", node, path=arg, path_val=mapping.get(p))
         ret = summ.ret
         rank, prank = ret.rank, None
         wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
@@ -418,6 +424,8 @@ class CallMixin(ExprEval):
             self.io_event("read", last, node, path)
 
     def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None) -> None:
+        if isinstance(path, ast.Name) and path.id in self.func.params and kind in ("read", "write"):
+            self.param_io.add((kind, path.id))
         if val is None:
             self.silent += 1
             try:

@@ -21,8 +21,8 @@ class Event:
     Attributes:
         kind: ``coll`` (a collective, explicit or implicit, or a call of a function holding
             one), ``exit`` (return/break/continue/raise/sys.exit under a rank-dependent
-            condition), ``write``/``read`` (file IO), ``tracker`` (experiment tracker or
-            TensorBoard writer).
+            condition), ``write``/``read`` (file IO), ``cwrite`` (a call of a function that
+            writes the path passed to it), ``tracker`` (experiment tracker or TensorBoard writer).
         op: for ``coll`` the pairing key (``barrier``, ``all_reduce``, ``forward``, a callee's
             collective sequence); for ``exit`` the statement kind; for IO the call's name.
         node: the call or statement.
@@ -71,11 +71,15 @@ class Summary:
         ret: the value it returns (joined over its ``return`` statements).
         sig: the collectives it runs, in order (capped), as pairing keys.
         first: description and line of its first collective, for messages.
+        reads: parameters it reads a file from (their value is the path).
+        writes: parameters it writes a file to.
     """
 
     ret: Val = dataclasses.field(default_factory=Val)
     sig: tuple[str, ...] = ()
     first: tuple[str, int] = ("", 0)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,7 @@ comparisons turn a rank into "am I rank 0", and calls are classified by :mod:`k8
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
@@ -169,7 +170,7 @@ class ExprEval:
     def e_UnaryOp(self, node: ast.UnaryOp) -> Val:
         v = self.expr(node.operand)
         if isinstance(node.op, ast.Not):
-            return v.data_only().with_kind(negate_kind(v.kind))
+            return v.data_only().with_kind("other" if v.partial else negate_kind(v.kind))
         return v.data_only()
 
     def e_BoolOp(self, node: ast.BoolOp) -> Val:
@@ -187,7 +188,10 @@ class ExprEval:
                     m &= k
                 if len(known) < len(masks) and m not in (Z,):
                     return out.with_kind("other")
-                return out.with_kind(kind_of_mask(m) if m else "zero")
+                res = out.with_kind(kind_of_mask(m) if m else "zero")
+                if len(ranked) < len(vals) or len(known) < len(masks):
+                    res = dataclasses.replace(res, partial=True)
+                return res
             return out.with_kind("other")
         if MANY in masks:
             return out.with_kind("other")

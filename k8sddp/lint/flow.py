@@ -82,6 +82,8 @@ class Walker(CallMixin):
         self.rank_exits: list[tuple[int, ast.AST]] = []  # (mask, stmt) of rank-dependent function exits
         self.uses_rank = False
         self.last_exit: ast.AST | None = None
+        self.partial_guard = False
+        self.param_io: set[tuple[str, str]] = set()
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
@@ -151,6 +153,10 @@ class Walker(CallMixin):
 
     def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
         cm = classes_of(test_val.kind)
+        if cm == MANY and self.mask == Z:
+            cm = ALL
+        if cm != MANY and test_val.partial and not positive:
+            cm = ALL
         if cm == ALL:
             return self.expr(node)
         saved = (self.mask, self.many, self.cause, self.cause_is_exit)
@@ -255,7 +261,7 @@ class Walker(CallMixin):
         if self.mask != self.entry_mask or self.many is not None:
             self.emit("exit", kind, s)
             if kind in ("return", "raise", "sys.exit") and not self.silent:
-                self.rank_exits.append((self.mask, s))
+                self.rank_exits.append((self.mask if self.many is None and not self.partial_guard else 0, s))
         self.mask = 0
 
     def s_If(self, s: ast.If) -> None:
@@ -264,9 +270,18 @@ class Walker(CallMixin):
         if test.kind:
             self.uses_rank = True
         before = self.save()
-        if cm == MANY:
+        partial = test.partial and cm not in (ALL, MANY)
+        if cm == MANY and before.mask == Z:
+            cm = ALL  # a condition only global rank 0 evaluates: at most one rank either way
+        if cm == ALL:
             arms_mask = (before.mask, before.mask)
-            many: ast.AST | None = before.many or s.test
+            many: ast.AST | None = before.many
+        elif cm == MANY:
+            arms_mask = (before.mask, before.mask)
+            many = before.many or s.test
+        elif partial:  # `rank == 0 and x`: the classes of rank == 0 may take either arm
+            arms_mask = (before.mask & cm, before.mask)
+            many = before.many
         else:
             arms_mask = (before.mask & cm, before.mask & ~cm & ALL)
             many = before.many
@@ -275,20 +290,23 @@ class Walker(CallMixin):
             self.restore(before)
             self.mask, self.many = m, many
             ranked = cm != ALL
+            outer_partial = self.partial_guard
             if ranked:
                 self.cause, self.cause_is_exit = s.test, False
                 self.guards.append(s.test)
+                self.partial_guard = outer_partial or (partial and arm is s.body)
             if m or self.many is not None:
                 self.block(arm)
             if ranked:
                 self.guards.pop()
+            self.partial_guard = outer_partial
             results.append(self.save())
         a, b = results
         self.env = self.merge_env(a.env, b.env)
         self.mask = a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
-        if cm == MANY:
+        if cm == MANY or (partial and a.mask == 0):
             if (a.mask == 0) != (b.mask == 0) and self.last_exit is not None:
                 self.many, self.cause, self.cause_is_exit = self.last_exit, self.last_exit, True
         elif self.mask != before.mask and self.last_exit is not None:
@@ -316,7 +334,10 @@ class Walker(CallMixin):
         for m, stmt in self.rank_exits[exits_before:]:
             if isinstance(stmt, ast.Raise):
                 continue
-            self.mask &= ~m
+            if m:
+                self.mask &= ~m
+            else:  # taken by an unknown subset of ranks
+                self.many = self.many or stmt
             self.cause, self.cause_is_exit = stmt, True
         if head.kind and self.events and self.silent == 0:
             pass

@@ -55,8 +55,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool) -> list[Raw]:
             continue
         mask = e.mask & ctx.mask
         many = e.many or ctx.many
-        if mask == 0 or (many is None and mask == Z):
-            continue
+        if mask in (0, Z):
+            continue  # nobody, or global rank 0 alone (a subset of it is still one rank)
         pv = e.path_val
         if pv is not None and pv.kind in _PER_RANK:
             continue
@@ -86,7 +86,7 @@ def _unsynced_reads(w: Walker, ctx: Context) -> list[Raw]:
     out: list[Raw] = []
     events = w.events
     for wr in events:
-        if wr.kind != "write" or wr.path is None:
+        if wr.kind not in ("write", "cwrite") or wr.path is None:
             continue
         wmask = wr.mask & ctx.mask
         if wr.many is not None or ctx.many is not None or wmask in (0, ALL) or wmask & ~(Z | LZ):

@@ -81,6 +81,8 @@ class Val:
         fw: framework kind of an object (``accelerator``, ``fabric``, ``trainer``, ...).
         group: membership keys of a process group made by ``new_group`` (its unparsed rank
             list and the names in it).
+        partial: a condition true on *some* of the ranks its kind names, some of the time
+            (``rank == 0 and step > n``): those ranks may take either branch.
     """
 
     rank: str | None = None
@@ -90,6 +92,7 @@ class Val:
     ddp_out: bool = False
     fw: str | None = None
     group: frozenset[str] = frozenset()
+    partial: bool = False
 
     @property
     def kind(self) -> str | None:
