@@ -1,7 +1,7 @@
 """The project-wide analysis: walks every function until the call graph's facts settle.
 
-Each round walks every function of the project (:class:`~k8sddp.lint.flow.Walker`) with what
-the previous round learned: the values callers pass to each parameter (joined over call sites),
+The first round walks every function of the project (:class:`~k8sddp.lint.flow.Walker`); later
+rounds re-walk the functions whose inputs changed, with what the previous round learned: the values callers pass to each parameter (joined over call sites),
 the attributes methods store on ``self``, the module globals, and each function's summary (its
 return value and the collectives it runs). Rounds stop when nothing changes (at most
 :data:`MAX_ROUNDS`). Afterwards :meth:`Analyzer.context` says which rank classes can run a
@@ -15,7 +15,7 @@ import dataclasses
 
 from . import knowledge as K
 from .events import Summary
-from .flow import Walker
+from .flow import Walker, local_names, loop_carried
 from .project import FuncInfo, Module, Project, dotted
 from .values import ALL, LZ, UNIFORM, Val, Z, join
 
@@ -23,7 +23,7 @@ __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
 
 #: Rounds of the fixed point; call chains deeper than this lose precision, never soundness of
 #: termination.
-MAX_ROUNDS = 4
+MAX_ROUNDS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,15 +57,27 @@ class Analyzer:
         self.project = project
         self.summaries: dict[str, Summary] = {}
         self.param_vals: dict[str, dict[str, Val]] = {}
-        self.param_next: dict[str, dict[str, Val]] = {}
         self.callsites: dict[str, list[CallSite]] = {}
         self.class_attrs: dict[tuple[str, str], dict[str, Val]] = {}
-        self.class_attrs_next: dict[tuple[str, str], dict[str, Val]] = {}
         self.module_env: dict[str, dict[str, Val]] = {}
-        self.module_env_next: dict[str, dict[str, Val]] = {}
         self.spawn_targets: set[str] = set()
         self.walkers: dict[str, Walker] = {}
         self._ctx: dict[str, Context] = {}
+        self._locals: dict[str, set[str]] = {}
+        self._carried: dict[int, bool] = {}
+
+    def loop_carried(self, loop: ast.AST) -> bool:
+        """Whether ``loop`` carries values between iterations (cached per loop node)."""
+        key = id(loop)
+        if key not in self._carried:
+            self._carried[key] = loop_carried(loop)
+        return self._carried[key]
+
+    def local_names(self, f: FuncInfo) -> set[str]:
+        """The local names of ``f`` (cached)."""
+        if f.key not in self._locals:
+            self._locals[f.key] = local_names(f.node)
+        return self._locals[f.key]
 
     # -- facts the walker asks for ---------------------------------------------------------
     def decorators(self, f: FuncInfo) -> list[str]:
@@ -118,15 +130,10 @@ class Analyzer:
         return out
 
     def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:
-        """Remember one call of ``f`` (its argument values and the guards around it)."""
+        """Remember one call of ``f`` in ``walker`` (its argument values and the guards around it)."""
         if walker.silent:
             return
-        table = self.param_next.setdefault(f.key, {})
-        for p, v in mapping.items():
-            table[p] = join(table[p], v) if p in table else v
-        self.callsites.setdefault(f.key, []).append(
-            CallSite(walker.func.key, walker.mask, walker.many, walker.cause, walker.func.node, walker.mod.path)
-        )
+        walker.calls.append((f.key, mapping, (walker.mask, walker.many, walker.cause)))
 
     # -- the rounds --------------------------------------------------------------------------
     def all_modules(self) -> list[Module]:
@@ -156,12 +163,13 @@ class Analyzer:
         return False
 
     def run(self) -> None:
-        """Iterate to a fixed point (or :data:`MAX_ROUNDS`)."""
-        for rnd in range(MAX_ROUNDS):
-            self.param_next, self.callsites = {}, {}
-            self.class_attrs_next, self.module_env_next = {}, {}
-            changed = False
-            for f in self.functions():
+        """Iterate to a fixed point (or :data:`MAX_ROUNDS`), re-walking only the functions whose
+        inputs changed: their parameters' values, a callee's summary, their module's globals, or
+        their class's attributes."""
+        dirty = self.functions()
+        for _ in range(MAX_ROUNDS):
+            changed_summaries: set[str] = set()
+            for f in dirty:
                 w = Walker(self, f, self.entry_mask(f))
                 w.run()
                 self.walkers[f.key] = w
@@ -174,18 +182,48 @@ class Analyzer:
                     writes=tuple(sorted(p for k, p in w.param_io if k == "write")),
                 )
                 if self.summaries.get(f.key) != summ:
-                    changed = True
+                    changed_summaries.add(f.key)
                 self.summaries[f.key] = summ
-            if self.param_next != self.param_vals or self.class_attrs_next != self.class_attrs:
-                changed = True
-            if self.module_env_next != self.module_env:
-                changed = True
-            self.param_vals = self.param_next
-            self.class_attrs = self.class_attrs_next
-            self.module_env = self.module_env_next
-            if not changed and rnd > 0:
+            params, sites, attrs, menv = self._aggregate()
+            changed_params = {k for k in set(params) | set(self.param_vals) if params.get(k) != self.param_vals.get(k)}
+            changed_attrs = {k for k in set(attrs) | set(self.class_attrs) if attrs.get(k) != self.class_attrs.get(k)}
+            changed_env = {k for k in set(menv) | set(self.module_env) if menv.get(k) != self.module_env.get(k)}
+            self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
+            dirty = []
+            for f in self.functions():
+                w = self.walkers.get(f.key)
+                if (
+                    w is None or f.key in changed_params or f.module.path in changed_env
+                    or (f.module.path, f.cls) in changed_attrs
+                    or any(callee in changed_summaries for callee, _, _ in w.calls)
+                ):
+                    dirty.append(f)
+            if not dirty:
                 break
         self._ctx = {}
+
+    def _aggregate(self) -> tuple[
+        dict[str, dict[str, Val]], dict[str, list[CallSite]],
+        dict[tuple[str, str], dict[str, Val]], dict[str, dict[str, Val]],
+    ]:
+        params: dict[str, dict[str, Val]] = {}
+        sites: dict[str, list[CallSite]] = {}
+        attrs: dict[tuple[str, str], dict[str, Val]] = {}
+        menv: dict[str, dict[str, Val]] = {}
+        for w in self.walkers.values():
+            for callee, mapping, (mask, many, cause) in w.calls:
+                table = params.setdefault(callee, {})
+                for p, v in mapping.items():
+                    table[p] = join(table[p], v) if p in table else v
+                sites.setdefault(callee, []).append(
+                    CallSite(w.func.key, mask, many, cause, w.func.node, w.mod.path))
+            if w.attr_stores:
+                table = attrs.setdefault((w.mod.path, w.func.cls), {})
+                for a, v in w.attr_stores.items():
+                    table[a] = join(table[a], v) if a in table else v
+            if w.menv_stores:
+                menv.setdefault(w.mod.path, {}).update(w.menv_stores)
+        return params, sites, attrs, menv
 
     def context(self, f: FuncInfo) -> Context:
         """Which rank classes can run ``f`` (the union over its call sites of the classes at the

@@ -39,7 +39,23 @@ class _State:
     env: dict[str, Val]
 
 
-def _local_names(node: ast.AST) -> set[str]:
+def loop_carried(loop: ast.AST) -> bool:
+    """True when a name in the loop's body is read before it is assigned there (in source
+    order), so that one walk of the body sees values from the previous iteration."""
+    seen_store: set[str] = set()
+    names = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
+    names.sort(key=lambda n: (n.lineno, n.col_offset))
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    for n in names:
+        if isinstance(n.ctx, ast.Store):
+            seen_store.add(n.id)
+        elif n.id in stored and n.id not in seen_store:
+            return True
+    return False
+
+
+def local_names(node: ast.AST) -> set[str]:
+    """Names a function assigns (its locals), minus those it declares ``global``."""
     out: set[str] = set()
     declared_global: set[str] = set()
     for sub in ast.walk(node):
@@ -67,7 +83,7 @@ class Walker(CallMixin):
         self.mod = func.module
         self.env: dict[str, Val] = {}
         self.is_module = isinstance(func.node, ast.Module)
-        self.locals_ = set() if self.is_module else _local_names(func.node)
+        self.locals_ = analyzer.local_names(func) if not self.is_module else set()
         self.entry_mask = entry_mask
         self.mask = entry_mask
         self.many: ast.AST | None = None
@@ -84,6 +100,9 @@ class Walker(CallMixin):
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
         self.param_io: set[tuple[str, str]] = set()
+        self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None]]] = []
+        self.attr_stores: dict[str, Val] = {}
+        self.menv_stores: dict[str, Val] = {}
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
@@ -124,12 +143,14 @@ class Walker(CallMixin):
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val
+        if self.silent:
+            return
         if key.startswith("self.") and key.count(".") == 1 and self.func.cls:
-            table = self.an.class_attrs_next.setdefault((self.mod.path, self.func.cls), {})
             attr = key[5:]
+            table = self.attr_stores
             table[attr] = join(table[attr], val) if attr in table else val
         if self.is_module and "." not in key:
-            self.an.module_env_next.setdefault(self.mod.path, {})[key] = val
+            self.menv_stores[key] = val
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -319,7 +340,7 @@ class Walker(CallMixin):
         if head.kind:
             self.uses_rank = True
             self.many = self.many or (s.iter if isinstance(s, (ast.For, ast.AsyncFor)) else s.test)
-        if not self.silent:  # widen the environment first: values computed late in the body
+        if not self.silent and self.an.loop_carried(s):  # widen the environment first
             self.silent += 1
             self.block(body)
             self.silent -= 1

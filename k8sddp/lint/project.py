@@ -164,6 +164,8 @@ class Project:
         self.root = root.resolve()
         self.modules: dict[str, Module] = {}
         self._by_file: dict[Path, Module | None] = {}
+        self._imports: dict[tuple[str, str, int], Module | None] = {}
+        self._here: dict[str, Path] = {}
 
     def add(self, mod: Module) -> None:
         """Register a parsed module (a linted file)."""
@@ -189,8 +191,16 @@ class Project:
 
     def resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
         """The project module that ``from <level dots><base> import ...`` in ``mod`` names, or
-        ``None`` when it is not project code (third-party, stdlib, missing)."""
-        here = Path(mod.path).resolve().parent if mod.path != "<stdin>" else Path.cwd()
+        ``None`` when it is not project code (third-party, stdlib, missing). Cached."""
+        key = (mod.path, base, level)
+        if key not in self._imports:
+            self._imports[key] = self._resolve_import(mod, base, level)
+        return self._imports[key]
+
+    def _resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
+        if mod.path not in self._here:
+            self._here[mod.path] = Path(mod.path).resolve().parent if mod.path not in ("-", "<stdin>") else Path.cwd()
+        here = self._here[mod.path]
         rel = Path(*base.split(".")) if base else Path()
         candidates: list[Path] = []
         if level:

@@ -60,6 +60,8 @@ def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None
 def check_misc(mod: Module, project: Project) -> list[Raw]:
     """KDP505/507/508/509 findings of one module."""
     out: list[Raw] = []
+    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler")):
+        return out
     gpu = any(m in mod.source for m in K.GPU_MARKERS)
     parents = _parents(mod.tree)
     samplers: list[tuple[ast.Call, str | None]] = []

@@ -109,6 +109,8 @@ class Val:
 
     def data_only(self) -> Val:
         """The value without object identity (wrapped, framework, group), as after arithmetic."""
+        if self.rank is None and self.prank is None and not self.params and not self.ddp_out:
+            return UNIFORM
         return Val(self.rank, self.prank, self.params, None, self.ddp_out, None, frozenset())
 
 
@@ -117,6 +119,12 @@ UNIFORM = Val()
 
 def join(*vals: Val) -> Val:
     """Combine values that flow into one (operands of an expression, branches of an ``if``)."""
+    interesting = [v for v in vals if v is not UNIFORM]
+    if not interesting:
+        return UNIFORM
+    if len(interesting) == 1:
+        return interesting[0]
+    vals = tuple(interesting)
     rank = prank = None
     params: frozenset[str] = frozenset()
     wrapped = fw = None
