@@ -191,11 +191,11 @@ class Analyzer:
             self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
             dirty = []
             for f in self.functions():
-                w = self.walkers.get(f.key)
+                prev = self.walkers.get(f.key)
                 if (
-                    w is None or f.key in changed_params or f.module.path in changed_env
+                    prev is None or f.key in changed_params or f.module.path in changed_env
                     or (f.module.path, f.cls) in changed_attrs
-                    or any(callee in changed_summaries for callee, _, _ in w.calls)
+                    or any(callee in changed_summaries for callee, _, _ in prev.calls)
                 ):
                     dirty.append(f)
             if not dirty:

@@ -120,16 +120,16 @@ class CallMixin(ExprEval):
         if bound and params:
             params = params[1:]
         mapping: dict[str, Val] = {}
-        for i, a in enumerate(node.args):
-            if isinstance(a, ast.Starred):
+        for i, arg_node in enumerate(node.args):
+            if isinstance(arg_node, ast.Starred):
                 break
             if i < len(params):
-                mapping[params[i]] = self.expr(a)
+                mapping[params[i]] = self.expr(arg_node)
         for k in node.keywords:
             v = self.expr(k.value)
             if k.arg is not None:
                 mapping[k.arg] = v
-        self.an.record_call(f, mapping, self)
+        self.an.record_call(f, mapping, self)  # type: ignore[arg-type]
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM

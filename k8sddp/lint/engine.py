@@ -91,8 +91,7 @@ def collect_files(paths: Sequence[str], config: LintConfig | None = None) -> lis
             out.append(raw)
         else:
             raise UsageError(f"{raw}: no such file or directory")
-    seen: set[str] = set()
-    return [f for f in out if not (f in seen or seen.add(f))]
+    return list(dict.fromkeys(out))
 
 
 _CONFIGS: dict[str, LintConfig] = {}

@@ -12,6 +12,7 @@ second time: a call with ``timeout=`` is no longer a finding.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import stat
 import tempfile
@@ -87,7 +88,7 @@ def fix_timeouts(source: str, calls: list[ast.Call], tree: ast.Module) -> str:
     arg = f"timeout={expr}(seconds={TIMEOUT_SECONDS})"
     edits: list[tuple[int, str]] = []
     for call in calls:
-        parts: list[ast.AST] = [*call.args, *call.keywords]
+        parts: list[ast.expr | ast.keyword] = [*call.args, *call.keywords]
         if parts:
             last = max(parts, key=lambda n: (n.end_lineno or 0, n.end_col_offset or 0))
             at = _pos(lines, starts, last.end_lineno or 0, last.end_col_offset or 0)
@@ -123,8 +124,6 @@ def write_atomic(path: Path, text: str, encoding: str = "utf-8") -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise

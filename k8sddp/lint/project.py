@@ -144,10 +144,10 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
             mod.class_bases[stmt.name] = [d for d in (dotted(b, mod.aliases) for b in stmt.bases) if d]
         elif isinstance(stmt, (ast.If, ast.Try)):
             # functions defined under `if TYPE_CHECKING`/try-import fallbacks: index them too
-            for sub in ast.walk(stmt):
-                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(stmt):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     mod.functions.setdefault(
-                        sub.name, FuncInfo(f"{path}::{sub.name}", sub.name, sub, mod, "", _params(sub))
+                        inner.name, FuncInfo(f"{path}::{inner.name}", inner.name, inner, mod, "", _params(inner))
                     )
     return mod
 
@@ -170,10 +170,8 @@ class Project:
     def add(self, mod: Module) -> None:
         """Register a parsed module (a linted file)."""
         self.modules[mod.path] = mod
-        try:
+        if mod.path not in ("-", "<stdin>"):
             self._by_file[Path(mod.path).resolve()] = mod
-        except OSError:  # pragma: no cover - odd paths (stdin)
-            pass
 
     def _load(self, file: Path) -> Module | None:
         file = file.resolve()

@@ -151,7 +151,6 @@ def _passed_to_set_epoch(mod: Module, project: Project, names: set[str]) -> bool
         if not set(passed) & names:
             continue
         f = project.resolve_function(mod, node.func.id)
-        if f is not None and not isinstance(f.node, ast.Module):
-            if any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(f.node)):
-                return True
+        if f is not None and any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(f.node)):
+            return True
     return False

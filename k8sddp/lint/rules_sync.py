@@ -98,6 +98,7 @@ def check_sync(w: Walker) -> list[Raw]:
         stmt = x.node
         if not x.loops:
             continue
+        hit: Event | None
         if x.op == "continue":
             loop = x.loops[-1]
             hit = next((c for c in coll if loop in c.loops and c.seq > x.seq), None)
@@ -108,8 +109,8 @@ def check_sync(w: Walker) -> list[Raw]:
             blamed_exits.setdefault(id(stmt), (stmt, hit))
 
     for stmt, e in blamed_exits.values():
-        x = next((ev for ev in exits if ev.node is stmt), None)
-        cond = _where(x) if x is not None else "a rank-dependent condition"
+        found = next((ev for ev in exits if ev.node is stmt), None)
+        cond = _where(found) if found is not None else "a rank-dependent condition"
         word = "sys.exit" if isinstance(stmt, ast.Expr) else type(stmt).__name__.lower()
         out.append(at("KDP502", stmt,
                       f"`{word}` taken only on ranks where {cond}, while the loop or code after it runs "

@@ -218,3 +218,11 @@ def test_pre_commit_hook() -> None:
     hooks = yaml.safe_load((Path(__file__).parents[2] / ".pre-commit-hooks.yaml").read_text())
     [hook] = [h for h in hooks if h["id"] == "k8sddp-lint"]
     assert hook["entry"] == "k8sddp lint" and hook["types"] == ["python"] and hook["language"] == "python"
+
+
+def test_docs_describe_every_lint_rule() -> None:
+    from k8sddp.catalogue import rules_for
+
+    doc = (Path(__file__).parents[2] / "docs" / "lint.md").read_text()
+    for rule in rules_for(["lint"]):
+        assert f"### {rule.id} `{rule.name}` ({rule.severity.value}" in doc, rule.id
