@@ -11,6 +11,7 @@ its arguments. Tables: :mod:`k8sddp.lint.knowledge`.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
@@ -347,7 +348,8 @@ class CallMixin(ExprEval):
         if key is None:
             return
         cur = self.env.get(key) or self.lookup(target) or UNIFORM
-        self.env[key] = cur.with_kind(kind)
+        # the collective's doing: the same on every rank again (no longer per-rank data), or not
+        self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None)
 
     def tuple_parts(self, node: ast.expr | None, n: int) -> list[Val] | None:
         """Element-wise values of a call that returns a tuple (``accelerator.prepare``,

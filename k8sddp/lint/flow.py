@@ -19,7 +19,7 @@ from . import knowledge as K
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .values import ALL, MANY, UNIFORM, Val, Z, classes_of, join, join_kind
+from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind
 
 if TYPE_CHECKING:
     from .analyzer import Analyzer
@@ -173,7 +173,7 @@ class Walker(CallMixin):
         self.events.append(ev)
 
     def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
-        cm = classes_of(test_val.kind)
+        cm = condition_classes(test_val)
         if cm == MANY and self.mask == Z:
             cm = ALL
         if cm != MANY and test_val.partial and not positive:
@@ -287,7 +287,7 @@ class Walker(CallMixin):
 
     def s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
-        cm = classes_of(test.kind)
+        cm = condition_classes(test)
         if test.kind:
             self.uses_rank = True
         before = self.save()
@@ -337,7 +337,8 @@ class Walker(CallMixin):
     def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
         before = self.save()
         exits_before = len(self.rank_exits)
-        if head.kind:
+        varies = head.kind is not None or (isinstance(s, ast.While) and head.ddp_out)
+        if varies and before.mask != Z:
             self.uses_rank = True
             self.many = self.many or (s.iter if isinstance(s, (ast.For, ast.AsyncFor)) else s.test)
         if not self.silent and self.an.loop_carried(s):  # widen the environment first
@@ -345,7 +346,7 @@ class Walker(CallMixin):
             self.block(body)
             self.silent -= 1
             self.env = self.merge_env(before.env, self.env)
-            self.mask, self.many = before.mask, self.many if head.kind else before.many
+            self.mask, self.many = before.mask, self.many if varies and before.mask != Z else before.many
         self.loops.append(s)
         self.block(body)
         self.loops.pop()
@@ -360,8 +361,6 @@ class Walker(CallMixin):
             else:  # taken by an unknown subset of ranks
                 self.many = self.many or stmt
             self.cause, self.cause_is_exit = stmt, True
-        if head.kind and self.events and self.silent == 0:
-            pass
         self.block(s.orelse)
         if self.mask == 0:
             self.mask = before.mask

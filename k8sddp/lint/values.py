@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["ALL", "LZ", "MANY", "N", "Z", "Val", "UNIFORM", "join", "classes_of", "negate_kind"]
+__all__ = ["ALL", "LZ", "MANY", "N", "Z", "Val", "UNIFORM", "join", "classes_of", "condition_classes", "negate_kind"]
 
 Z, LZ, N = 1, 2, 4
 ALL = Z | LZ | N
@@ -48,6 +48,14 @@ def truth_kind(kind: str | None) -> str | None:
     if kind == "local":
         return "nlzero"
     return kind
+
+
+def condition_classes(val: Val) -> int:
+    """Classes on which a condition with value ``val`` is true. A condition on per-rank data
+    (the output of a wrapped model's forward: each rank has its own batch) is ``MANY``."""
+    if val.kind is None and val.ddp_out:
+        return MANY
+    return classes_of(val.kind)
 
 
 def classes_of(kind: str | None) -> int:
