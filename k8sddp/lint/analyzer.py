@@ -36,6 +36,7 @@ class CallSite:
     cause: ast.AST | None
     node: ast.AST
     caller_path: str
+    cause_is_exit: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Context:
     cause: ast.AST | None
     cause_path: str
     called: bool
+    cause_is_exit: bool = False
 
 
 class Analyzer:
@@ -133,7 +135,7 @@ class Analyzer:
         """Remember one call of ``f`` in ``walker`` (its argument values and the guards around it)."""
         if walker.silent:
             return
-        walker.calls.append((f.key, mapping, (walker.mask, walker.many, walker.cause)))
+        walker.calls.append((f.key, mapping, (walker.mask, walker.many, walker.cause, walker.cause_is_exit)))
 
     # -- the rounds --------------------------------------------------------------------------
     def all_modules(self) -> list[Module]:
@@ -211,12 +213,12 @@ class Analyzer:
         attrs: dict[tuple[str, str], dict[str, Val]] = {}
         menv: dict[str, dict[str, Val]] = {}
         for w in self.walkers.values():
-            for callee, mapping, (mask, many, cause) in w.calls:
+            for callee, mapping, (mask, many, cause, by_exit) in w.calls:
                 table = params.setdefault(callee, {})
                 for p, v in mapping.items():
                     table[p] = join(table[p], v) if p in table else v
                 sites.setdefault(callee, []).append(
-                    CallSite(w.func.key, mask, many, cause, w.func.node, w.mod.path))
+                    CallSite(w.func.key, mask, many, cause, w.func.node, w.mod.path, by_exit))
             if w.attr_stores:
                 table = attrs.setdefault((w.mod.path, w.func.cls), {})
                 for a, v in w.attr_stores.items():
@@ -241,6 +243,7 @@ class Analyzer:
         many: ast.AST | None = None
         cause: ast.AST | None = None
         cause_path = ""
+        by_exit = False
         for s in sites:
             c = self._context(s.caller, stack)
             mask |= s.mask & c.mask
@@ -248,6 +251,7 @@ class Analyzer:
             if cause is None and (s.cause is not None or c.cause is not None):
                 cause = s.cause if s.cause is not None else c.cause
                 cause_path = s.caller_path if s.cause is not None else c.cause_path
-        out = Context(mask, many, cause, cause_path, True)
+                by_exit = s.cause_is_exit if s.cause is not None else c.cause_is_exit
+        out = Context(mask, many, cause, cause_path, True, by_exit)
         self._ctx[key] = out
         return out

@@ -79,6 +79,7 @@ class CallMixin(ExprEval):
     silent: int
     uses_rank: bool
     param_io: set[tuple[str, str]]
+    file_objects: set[str]
 
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -391,6 +392,9 @@ class CallMixin(ExprEval):
         if q in K.WRITE_CALLS:
             idx, name = K.WRITE_CALLS[q]
             path = _arg(node, idx, name)
+            if path is not None and (env_key(path) in self.file_objects or (
+                    isinstance(path, ast.Call) and _terminal(path.func) in K.FILE_OBJECT_CALLS)):
+                return  # a file object or buffer: its open() is checked itself
             self.io_event("write", q, node, path)
             return
         if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and q.endswith("Path.open")):

@@ -39,6 +39,7 @@ class Event:
         path: the path expression of an IO call, if any.
         path_val: the value of ``path`` (per-rank names are rank-dependent).
         seq: its index in the function's event list.
+        one: under a condition true on exactly one rank (``rank == src``).
     """
 
     kind: str
@@ -56,6 +57,7 @@ class Event:
     path: ast.expr | None = None
     path_val: Val | None = None
     seq: int = 0
+    one: bool = False
 
     @property
     def line(self) -> int:

@@ -179,6 +179,8 @@ class ExprEval:
         ranked = [v for v in vals if v.kind]
         if not ranked:
             return out
+        if isinstance(node.op, ast.And) and len(ranked) == 1 and ranked[0].kind == "one":
+            return dataclasses.replace(out.with_kind("one"), partial=True)
         masks = [classes_of(truth_kind(v.kind)) for v in ranked]
         if isinstance(node.op, ast.And):
             known = [m for m in masks if m != MANY]
@@ -257,9 +259,7 @@ class ExprEval:
         if consts is None:
             # rank == src (a uniform, non-constant value): true on exactly one rank
             if isinstance(op, ast.Eq) and num == "rank":
-                return out.with_kind("zero")
-            if isinstance(op, ast.NotEq) and num == "rank":
-                return out.with_kind("nzero")
+                return out.with_kind("one")  # exactly one rank, but which one is not known here
             return out.with_kind("other")
         if isinstance(op, (ast.In, ast.NotIn)):
             vals = sorted(set(consts) - {-1})

@@ -99,8 +99,10 @@ class Walker(CallMixin):
         self.uses_rank = False
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
+        self.one_guard = 0
+        self.file_objects: set[str] = set()
         self.param_io: set[tuple[str, str]] = set()
-        self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None]]] = []
+        self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
         self.attr_stores: dict[str, Val] = {}
         self.menv_stores: dict[str, Val] = {}
 
@@ -139,6 +141,8 @@ class Walker(CallMixin):
         key = env_key(target)
         if key is None:
             return
+        if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
+            self.file_objects.add(key)
         if self.mask != self.entry_mask or self.many is not None:
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
@@ -151,6 +155,10 @@ class Walker(CallMixin):
             table[attr] = join(table[attr], val) if attr in table else val
         if self.is_module and "." not in key:
             self.menv_stores[key] = val
+
+    @staticmethod
+    def _terminal_name(func: ast.expr) -> str:
+        return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -168,7 +176,8 @@ class Walker(CallMixin):
         ev = Event(
             kind=kind, op=op, node=node, mask=self.mask, many=self.many, cause=self.cause,
             cause_is_exit=self.cause_is_exit, loops=tuple(self.loops), ordered=self.ordered,
-            guard_names=frozenset(names), seq=len(self.events), **kw,  # type: ignore[arg-type]
+            guard_names=frozenset(names), seq=len(self.events), one=self.one_guard > 0,
+            **kw,  # type: ignore[arg-type]
         )
         self.events.append(ev)
 
@@ -187,9 +196,12 @@ class Walker(CallMixin):
             self.mask &= cm if positive else (~cm & ALL)
         self.cause, self.cause_is_exit = test, False
         self.guards.append(test)
+        one = test_val.kind == "one" and positive
+        self.one_guard += one
         try:
             return self.expr(node)
         finally:
+            self.one_guard -= one
             self.guards.pop()
             self.mask, self.many, self.cause, self.cause_is_exit = saved
 
@@ -307,7 +319,10 @@ class Walker(CallMixin):
             arms_mask = (before.mask & cm, before.mask & ~cm & ALL)
             many = before.many
         results: list[_State] = []
+        spans: list[tuple[int, int]] = []
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
+            start = len(self.events)
+            one = test.kind == "one" and arm is s.body
             self.restore(before)
             self.mask, self.many = m, many
             ranked = cm != ALL
@@ -316,13 +331,18 @@ class Walker(CallMixin):
                 self.cause, self.cause_is_exit = s.test, False
                 self.guards.append(s.test)
                 self.partial_guard = outer_partial or (partial and arm is s.body)
+            self.one_guard += one
             if m or self.many is not None:
                 self.block(arm)
+            self.one_guard -= one
             if ranked:
                 self.guards.pop()
             self.partial_guard = outer_partial
             results.append(self.save())
+            spans.append((start, len(self.events)))
         a, b = results
+        if cm == MANY and a.mask and b.mask:
+            self.pair_arms(spans, before)
         self.env = self.merge_env(a.env, b.env)
         self.mask = a.mask | b.mask
         self.many = before.many
@@ -333,6 +353,20 @@ class Walker(CallMixin):
         elif self.mask != before.mask and self.last_exit is not None:
             self.cause, self.cause_is_exit = self.last_exit, True
 
+
+    def pair_arms(self, spans: list[tuple[int, int]], before: _State) -> None:
+        """Both arms of a rank-dependent ``if`` run the same collectives in the same order and
+        neither leaves early: every rank runs that sequence, so they pair up."""
+        arms = [self.events[a:b] for a, b in spans]
+        if any(e.kind == "exit" for arm in arms for e in arm):
+            return
+        ops = [[e.op for e in arm if e.kind == "coll"] for arm in arms]
+        if ops[0] != ops[1] or not ops[0]:
+            return
+        for arm in arms:
+            for e in arm:
+                if e.kind == "coll":
+                    e.many, e.cause, e.cause_is_exit = before.many, before.cause, before.cause_is_exit
 
     def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
         before = self.save()
@@ -380,7 +414,7 @@ class Walker(CallMixin):
         for item in s.items:
             v = self.expr(item.context_expr)
             if item.optional_vars is not None:
-                self.assign(item.optional_vars, v, None)
+                self.assign(item.optional_vars, v, item.context_expr)
             ce = item.context_expr
             name = ce.func if isinstance(ce, ast.Call) else ce
             d = self._dotted(name) or ""

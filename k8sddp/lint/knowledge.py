@@ -158,7 +158,7 @@ RANK_ENV: dict[str, str] = {
 }
 #: Functions (terminal name) returning a rank-dependent value, when not defined in the project.
 RANK_FUNCTIONS: dict[str, str] = {
-    "get_rank": "rank", "get_global_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
+    "get_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
     "get_node_local_rank": "local", "get_local_ordinal": "local",
     "is_main_process": "zero", "is_master": "zero", "is_rank_zero": "zero", "is_rank_0": "zero",
     "is_global_zero": "zero", "is_world_process_zero": "zero", "is_master_process": "zero",
@@ -193,8 +193,7 @@ WRITE_CALLS: dict[str, tuple[int, str]] = {
     "torch.save": (1, "f"), "numpy.save": (0, "file"), "numpy.savez": (0, "file"),
     "numpy.savez_compressed": (0, "file"), "numpy.savetxt": (0, "fname"),
     "safetensors.torch.save_file": (1, "filename"), "torch.jit.save": (1, "f"),
-    "pickle.dump": (1, "file"), "shutil.copy": (1, "dst"), "shutil.copyfile": (1, "dst"),
-    "shutil.move": (1, "dst"), "shutil.rmtree": (0, "path"),
+    "shutil.copy": (1, "dst"), "shutil.copyfile": (1, "dst"), "shutil.move": (1, "dst"),
 }
 #: Writers that are safe on every rank: they save on the main process only
 #: (torchvision references utils.save_on_master, accelerate Accelerator.save,
@@ -214,6 +213,11 @@ READ_CALLS: dict[str, tuple[int, str]] = {
     "pickle.load": (0, "file"), "torch.jit.load": (0, "f"),
 }
 READ_METHODS: frozenset[str] = frozenset({"read_text", "read_bytes", "from_pretrained", "load_from_disk"})
+#: Calls that make a file object or an in-memory buffer: a write to it is not a write to a path
+#: (the ``open`` that made it is checked itself).
+FILE_OBJECT_CALLS: frozenset[str] = frozenset(
+    {"open", "BytesIO", "StringIO", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile", "fdopen"}
+)
 
 #: Signs that a file trains on GPUs (DataLoader pin_memory matters only there).
 GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl")

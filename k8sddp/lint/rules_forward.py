@@ -24,6 +24,19 @@ _VALUE_SHAPE_FUNCS = frozenset({"nonzero", "masked_select", "unique", "unique_co
 _NON_TENSOR_CALLS = frozenset({"len", "isinstance", "hasattr", "getattr", "callable", "type", "range", "enumerate", "zip"})
 
 
+_PLAIN_TYPES = frozenset({"bool", "int", "float", "str", "bytes", "dict", "list", "tuple", "Callable"})
+
+
+def _plain(annotation: ast.expr | None) -> bool:
+    """True for annotations that say "not a tensor" (``bool``, ``Optional[int]``, ``str | None``)."""
+    if annotation is None:
+        return False
+    names = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(annotation) if isinstance(n, ast.Attribute)}
+    names -= {"Optional", "Union", "None", "typing"}
+    return bool(names) and names <= _PLAIN_TYPES
+
+
 class _Tensors:
     def __init__(self, func: ast.FunctionDef | ast.AsyncFunctionDef, mod: Module) -> None:
         self.mod = mod
@@ -35,10 +48,10 @@ class _Tensors:
         for p, d in zip(positional, defaults, strict=True):
             if p.arg in ("self", "cls"):
                 continue
-            if d is None or (isinstance(d, ast.Constant) and d.value is None):
+            if (d is None or (isinstance(d, ast.Constant) and d.value is None)) and not _plain(p.annotation):
                 self.names.add(p.arg)
         for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-            if d is None or (isinstance(d, ast.Constant) and d.value is None):
+            if (d is None or (isinstance(d, ast.Constant) and d.value is None)) and not _plain(p.annotation):
                 self.names.add(p.arg)
 
     def valued(self, node: ast.expr) -> bool:
@@ -97,7 +110,9 @@ def check_forward(mod: Module) -> list[Raw]:
     out: list[Raw] = []
     for methods in mod.classes.values():
         f = methods.get("forward")
-        if f is None or isinstance(f.node, ast.Module):
+        if f is None or isinstance(f.node, ast.Module) or not f.params or f.params[0] != "self":
+            continue  # autograd.Function.forward(ctx, ...) is a staticmethod, not module code
+        if any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in f.node.decorator_list):
             continue
         t = _Tensors(f.node, mod)
         for stmt in _statements(f.node.body):

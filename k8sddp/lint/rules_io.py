@@ -42,7 +42,10 @@ def _guard_text(e: Event, ctx: Context, mod_path: str) -> str:
         return f"the ranks left after `{cond_text(e.cause)}` (line {getattr(e.cause, 'lineno', '?')})"
     if ctx.cause is not None:
         where = "" if ctx.cause_path == mod_path else f"{ctx.cause_path}:"
-        return f"`{cond_text(ctx.cause)}` around its caller ({where}line {getattr(ctx.cause, 'lineno', '?')})"
+        line = getattr(ctx.cause, "lineno", "?")
+        if ctx.cause_is_exit:
+            return f"the ranks left in its caller after `{cond_text(ctx.cause)}` ({where}line {line})"
+        return f"`{cond_text(ctx.cause)}` around its caller ({where}line {line})"
     return "a rank-dependent condition"
 
 
@@ -55,8 +58,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool) -> list[Raw]:
             continue
         mask = e.mask & ctx.mask
         many = e.many or ctx.many
-        if mask in (0, Z):
-            continue  # nobody, or global rank 0 alone (a subset of it is still one rank)
+        if mask in (0, Z) or e.one:
+            continue  # nobody, or one rank alone (a subset of it is still one rank)
         pv = e.path_val
         if pv is not None and pv.kind in _PER_RANK:
             continue

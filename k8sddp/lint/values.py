@@ -24,8 +24,9 @@ MANY = -1
 
 #: Rank kinds: ``rank`` (global rank number), ``local`` (local rank number), ``zero`` (true on
 #: global rank 0 only), ``nzero`` (false on global rank 0 only), ``lzero`` (true on each node's
-#: local rank 0), ``nlzero`` (its negation), ``other`` (rank-dependent, shape unknown).
-KINDS = ("rank", "local", "zero", "nzero", "lzero", "nlzero", "other")
+#: local rank 0), ``nlzero`` (its negation), ``one`` (true on exactly one rank, not known which:
+#: ``rank == src``), ``other`` (rank-dependent, shape unknown).
+KINDS = ("rank", "local", "zero", "nzero", "lzero", "nlzero", "one", "other")
 _KIND_CLASSES = {"zero": Z, "nzero": LZ | N, "lzero": Z | LZ, "nlzero": N}
 _NEGATE = {"zero": "nzero", "nzero": "zero", "lzero": "nlzero", "nlzero": "lzero"}
 
