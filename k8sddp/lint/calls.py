@@ -342,9 +342,15 @@ class CallMixin(ExprEval):
         """A collective wrote its result into argument ``index``: rebind its rank kind."""
         if index >= len(node.args):
             return
-        target = node.args[index]
-        if isinstance(target, ast.Subscript):
-            target = target.value
+        targets = [node.args[index]]
+        if isinstance(targets[0], ast.IfExp):  # gather(t, out if rank == 0 else None)
+            targets = [targets[0].body, targets[0].orelse]
+        for target in targets:
+            if isinstance(target, ast.Subscript):
+                target = target.value
+            self._rebind(target, kind)
+
+    def _rebind(self, target: ast.expr, kind: str | None) -> None:
         key = env_key(target)
         if key is None:
             return
