@@ -82,6 +82,7 @@ class CallMixin(ExprEval):
     file_objects: set[str]
 
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:  # pragma: no cover
+        """Record an event (see :class:`~k8sddp.lint.events.Event`)."""
         raise NotImplementedError
 
     # -- project functions -------------------------------------------------------------------
@@ -118,6 +119,9 @@ class CallMixin(ExprEval):
         return None, False
 
     def project_call(self, node: ast.Call, f: FuncInfo, bound: bool) -> Val:
+        """A call of project function ``f`` (``bound``: ``self`` is implicit): record the
+        arguments for its parameters, emit its collectives as one event, and return its summary's
+        value with the arguments' rank dependence substituted."""
         params = list(f.params)
         if bound and params:
             params = params[1:]
@@ -317,6 +321,8 @@ class CallMixin(ExprEval):
         return False
 
     def torch_collective(self, node: ast.Call, last: str, kws: dict[str | None, Val]) -> Val:
+        """A ``torch.distributed`` collective: emit it (with its group's membership keys) and
+        apply its in-place result (uniform or per-rank)."""
         op = {"monitored_barrier": "barrier", "new_subgroups": "new_group",
               "new_subgroups_by_enumeration": "new_group"}.get(last, last)
         group_node = _arg(node, 0 if last in ("barrier", "monitored_barrier") else -1, "group")
@@ -436,6 +442,7 @@ class CallMixin(ExprEval):
             self.io_event("read", last, node, path)
 
     def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None) -> None:
+        """Emit a file event for ``path`` (its value decides whether the name is per-rank)."""
         if isinstance(path, ast.Name) and path.id in self.func.params and kind in ("read", "write"):
             self.param_io.add((kind, path.id))
         if val is None:

@@ -72,15 +72,19 @@ class ExprEval:
 
     # supplied by the walker
     def global_val(self, name: str) -> Val:  # pragma: no cover - overridden
+        """The value of module global ``name`` as the module body left it."""
         raise NotImplementedError
 
     def class_attr(self, attr: str) -> Val | None:  # pragma: no cover - overridden
+        """The value methods of the enclosing class store in ``self.<attr>``, if any."""
         raise NotImplementedError
 
     def call(self, node: ast.Call) -> Val:  # pragma: no cover - overridden
+        """The value of a call (and its effects: events, in-place results)."""
         raise NotImplementedError
 
     def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:  # pragma: no cover
+        """Bind ``target`` to ``val``."""
         raise NotImplementedError
 
     # -- names -----------------------------------------------------------------------------
@@ -108,21 +112,21 @@ class ExprEval:
         """The value of ``node`` (UNIFORM for None)."""
         if node is None:
             return UNIFORM
-        method = getattr(self, "e_" + type(node).__name__, None)
+        method = getattr(self, "_e_" + type(node).__name__, None)
         if method is None:
             vals = [self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
             return join(*vals).data_only() if vals else UNIFORM
         out: Val = method(node)
         return out
 
-    def e_Constant(self, node: ast.Constant) -> Val:
+    def _e_Constant(self, node: ast.Constant) -> Val:
         return UNIFORM
 
-    def e_Name(self, node: ast.Name) -> Val:
+    def _e_Name(self, node: ast.Name) -> Val:
         v = self.lookup(node)
         return v if v is not None else UNIFORM
 
-    def e_Attribute(self, node: ast.Attribute) -> Val:
+    def _e_Attribute(self, node: ast.Attribute) -> Val:
         known = self.lookup(node)
         if known is not None:
             return known
@@ -144,7 +148,7 @@ class ExprEval:
             return recv
         return recv.data_only()
 
-    def e_Subscript(self, node: ast.Subscript) -> Val:
+    def _e_Subscript(self, node: ast.Subscript) -> Val:
         q = self._dotted(node.value)
         if q == "os.environ":
             name = env_name(node.slice)
@@ -155,7 +159,7 @@ class ExprEval:
         idx = self.expr(node.slice)
         return join(base, idx.data_only())
 
-    def e_BinOp(self, node: ast.BinOp) -> Val:
+    def _e_BinOp(self, node: ast.BinOp) -> Val:
         a, b = self.expr(node.left), self.expr(node.right)
         out = join(a, b).data_only()
         kinds = {k for k in (a.kind, b.kind) if k}
@@ -167,13 +171,13 @@ class ExprEval:
             return out.with_kind("modrank")
         return out.with_kind("other")
 
-    def e_UnaryOp(self, node: ast.UnaryOp) -> Val:
+    def _e_UnaryOp(self, node: ast.UnaryOp) -> Val:
         v = self.expr(node.operand)
         if isinstance(node.op, ast.Not):
             return v.data_only().with_kind("other" if v.partial else negate_kind(v.kind))
         return v.data_only()
 
-    def e_BoolOp(self, node: ast.BoolOp) -> Val:
+    def _e_BoolOp(self, node: ast.BoolOp) -> Val:
         vals = [self.expr(v) for v in node.values]
         out = join(*vals).data_only()
         ranked = [v for v in vals if v.kind]
@@ -206,7 +210,7 @@ class ExprEval:
         """Evaluate ``node`` where ``test`` is true (or false); the walker narrows its classes."""
         return self.expr(node)
 
-    def e_IfExp(self, node: ast.IfExp) -> Val:
+    def _e_IfExp(self, node: ast.IfExp) -> Val:
         t = self.expr(node.test)
         a = self.eval_under(node.test, t, node.body, True)
         b = self.eval_under(node.test, t, node.orelse, False)
@@ -222,7 +226,7 @@ class ExprEval:
             return out
         return out.with_kind("other")
 
-    def e_Compare(self, node: ast.Compare) -> Val:
+    def _e_Compare(self, node: ast.Compare) -> Val:
         left = self.expr(node.left)
         rights = [self.expr(c) for c in node.comparators]
         out = join(left, *rights).data_only()
@@ -291,21 +295,21 @@ class ExprEval:
             return out.with_kind(is_nzero if low == 1 else "other")
         return out.with_kind("other")
 
-    def e_Call(self, node: ast.Call) -> Val:
+    def _e_Call(self, node: ast.Call) -> Val:
         return self.call(node)
 
-    def e_NamedExpr(self, node: ast.NamedExpr) -> Val:
+    def _e_NamedExpr(self, node: ast.NamedExpr) -> Val:
         v = self.expr(node.value)
         self.assign(node.target, v, node.value)
         return v
 
-    def e_Lambda(self, node: ast.Lambda) -> Val:
+    def _e_Lambda(self, node: ast.Lambda) -> Val:
         return UNIFORM
 
-    def e_Await(self, node: ast.Await) -> Val:
+    def _e_Await(self, node: ast.Await) -> Val:
         return self.expr(node.value)
 
-    def e_Starred(self, node: ast.Starred) -> Val:
+    def _e_Starred(self, node: ast.Starred) -> Val:
         return self.expr(node.value)
 
     def _comp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> Val:
@@ -321,7 +325,7 @@ class ExprEval:
             vals.append(self.expr(node.elt))
         return join(*vals).data_only()
 
-    e_ListComp = e_SetComp = e_GeneratorExp = e_DictComp = _comp
+    _e_ListComp = _e_SetComp = _e_GeneratorExp = _e_DictComp = _comp
 
     def _dotted(self, node: ast.expr) -> str | None:
         from .project import dotted

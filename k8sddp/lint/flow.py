@@ -108,11 +108,13 @@ class Walker(CallMixin):
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
+        """The value of module global ``name`` as the module body left it."""
         if self.is_module:
             return UNIFORM
         return self.an.module_env.get(self.mod.path, {}).get(name, UNIFORM)
 
     def class_attr(self, attr: str) -> Val | None:
+        """The value methods of the enclosing class store in ``self.<attr>``, if any."""
         if not self.func.cls:
             return None
         table = self.an.class_attrs.get((self.mod.path, self.func.cls), {})
@@ -218,26 +220,31 @@ class Walker(CallMixin):
         self.block(node.body)
 
     def block(self, stmts: list[ast.stmt]) -> None:
+        """Walk statements in order until no rank class reaches the next one."""
         for s in stmts:
             if self.mask == 0:
                 return
             self.stmt(s)
 
     def save(self) -> _State:
+        """A snapshot of the classes, conditions and environment."""
         return _State(self.mask, self.many, self.cause, self.cause_is_exit, dict(self.env))
 
     def restore(self, st: _State) -> None:
+        """Go back to a snapshot."""
         self.mask, self.many, self.cause, self.cause_is_exit = st.mask, st.many, st.cause, st.cause_is_exit
         self.env = dict(st.env)
 
     def merge_env(self, a: dict[str, Val], b: dict[str, Val]) -> dict[str, Val]:
+        """Join two environments (after the arms of an ``if``)."""
         out = dict(a)
         for k, v in b.items():
             out[k] = join(out[k], v) if k in out and out[k] != v else v
         return out
 
     def stmt(self, s: ast.stmt) -> None:
-        method = getattr(self, "s_" + type(s).__name__, None)
+        """Walk one statement."""
+        method = getattr(self, "_s_" + type(s).__name__, None)
         if method is not None:
             method(s)
             return
@@ -245,12 +252,12 @@ class Walker(CallMixin):
             if isinstance(child, ast.expr):
                 self.expr(child)
 
-    def s_FunctionDef(self, s: ast.FunctionDef) -> None:
+    def _s_FunctionDef(self, s: ast.FunctionDef) -> None:
         return None
 
-    s_AsyncFunctionDef = s_ClassDef = s_Import = s_ImportFrom = s_Global = s_Nonlocal = s_Pass = s_FunctionDef
+    _s_AsyncFunctionDef = _s_ClassDef = _s_Import = _s_ImportFrom = _s_Global = _s_Nonlocal = _s_Pass = _s_FunctionDef
 
-    def s_Expr(self, s: ast.Expr) -> None:
+    def _s_Expr(self, s: ast.Expr) -> None:
         v = s.value
         if isinstance(v, ast.Call) and self._dotted(v.func) in _EXIT_FUNCS:
             for a in v.args:
@@ -259,33 +266,33 @@ class Walker(CallMixin):
             return
         self.expr(v)
 
-    def s_Assign(self, s: ast.Assign) -> None:
+    def _s_Assign(self, s: ast.Assign) -> None:
         val = self.expr(s.value)
         for t in s.targets:
             self.assign(t, val, s.value)
 
-    def s_AnnAssign(self, s: ast.AnnAssign) -> None:
+    def _s_AnnAssign(self, s: ast.AnnAssign) -> None:
         if s.value is not None:
             self.assign(s.target, self.expr(s.value), s.value)
 
-    def s_AugAssign(self, s: ast.AugAssign) -> None:
+    def _s_AugAssign(self, s: ast.AugAssign) -> None:
         val = self.expr(s.value)
         cur = self.expr(s.target) if isinstance(s.target, (ast.Name, ast.Attribute)) else UNIFORM
         self.assign(s.target, join(cur, val).data_only(), None)
 
-    def s_Return(self, s: ast.Return) -> None:
+    def _s_Return(self, s: ast.Return) -> None:
         if s.value is not None:
             self.returns.append(self.expr(s.value))
         self.exit(s, "return")
 
-    def s_Raise(self, s: ast.Raise) -> None:
+    def _s_Raise(self, s: ast.Raise) -> None:
         self.expr(s.exc)
         self.exit(s, "raise")
 
-    def s_Break(self, s: ast.Break) -> None:
+    def _s_Break(self, s: ast.Break) -> None:
         self.exit(s, "break")
 
-    def s_Continue(self, s: ast.Continue) -> None:
+    def _s_Continue(self, s: ast.Continue) -> None:
         self.exit(s, "continue")
 
     def exit(self, s: ast.stmt, kind: str) -> None:
@@ -297,7 +304,7 @@ class Walker(CallMixin):
                 self.rank_exits.append((self.mask if self.many is None and not self.partial_guard else 0, s))
         self.mask = 0
 
-    def s_If(self, s: ast.If) -> None:
+    def _s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
         cm = condition_classes(test)
         if test.kind:
@@ -369,6 +376,8 @@ class Walker(CallMixin):
                     e.many, e.cause, e.cause_is_exit = before.many, before.cause, before.cause_is_exit
 
     def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
+        """Walk a loop body: pre-walk it once silently when values flow between iterations,
+        then for real; rank-dependent exits inside it restrict what follows."""
         before = self.save()
         exits_before = len(self.rank_exits)
         varies = head.kind is not None or (isinstance(s, ast.While) and head.ddp_out)
@@ -399,17 +408,17 @@ class Walker(CallMixin):
         if self.mask == 0:
             self.mask = before.mask
 
-    def s_For(self, s: ast.For) -> None:
+    def _s_For(self, s: ast.For) -> None:
         it = self.expr(s.iter)
         self.assign(s.target, it.data_only(), None)
         self.loop(s, it, s.body)
 
-    s_AsyncFor = s_For  # type: ignore[assignment]
+    _s_AsyncFor = _s_For  # type: ignore[assignment]
 
-    def s_While(self, s: ast.While) -> None:
+    def _s_While(self, s: ast.While) -> None:
         self.loop(s, self.expr(s.test), s.body)
 
-    def s_With(self, s: ast.With) -> None:
+    def _s_With(self, s: ast.With) -> None:
         outer = self.ordered
         for item in s.items:
             v = self.expr(item.context_expr)
@@ -423,9 +432,9 @@ class Walker(CallMixin):
         self.block(s.body)
         self.ordered = outer
 
-    s_AsyncWith = s_With  # type: ignore[assignment]
+    _s_AsyncWith = _s_With  # type: ignore[assignment]
 
-    def s_Try(self, s: ast.Try) -> None:
+    def _s_Try(self, s: ast.Try) -> None:
         before = self.save()
         self.block(s.body)
         self.block(s.orelse)
@@ -445,9 +454,9 @@ class Walker(CallMixin):
             self.mask = before.mask
         self.block(s.finalbody)
 
-    s_TryStar = s_Try  # type: ignore[assignment]
+    _s_TryStar = _s_Try  # type: ignore[assignment]
 
-    def s_Match(self, s: ast.Match) -> None:
+    def _s_Match(self, s: ast.Match) -> None:
         self.expr(s.subject)
         before = self.save()
         masks = 0
@@ -457,10 +466,10 @@ class Walker(CallMixin):
             masks |= self.mask
         self.mask = masks or before.mask
 
-    def s_Assert(self, s: ast.Assert) -> None:
+    def _s_Assert(self, s: ast.Assert) -> None:
         self.expr(s.test)
 
-    def s_Delete(self, s: ast.Delete) -> None:
+    def _s_Delete(self, s: ast.Delete) -> None:
         return None
 
     # -- results -----------------------------------------------------------------------------

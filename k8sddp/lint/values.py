@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["ALL", "LZ", "MANY", "N", "Z", "Val", "UNIFORM", "join", "classes_of", "condition_classes", "negate_kind"]
+__all__ = [
+    "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join", "join_kind",
+    "negate_kind", "truth_kind",
+]
 
 Z, LZ, N = 1, 2, 4
 ALL = Z | LZ | N
