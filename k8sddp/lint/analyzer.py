@@ -67,6 +67,8 @@ class Analyzer:
         self._ctx: dict[str, Context] = {}
         self._locals: dict[str, set[str]] = {}
         self._carried: dict[int, bool] = {}
+        #: functions skipped because their expressions nest too deeply to walk
+        self.too_deep: set[str] = set()
 
     def loop_carried(self, loop: ast.AST) -> bool:
         """Whether ``loop`` carries values between iterations (cached per loop node)."""
@@ -173,7 +175,11 @@ class Analyzer:
             changed_summaries: set[str] = set()
             for f in dirty:
                 w = Walker(self, f, self.entry_mask(f))
-                w.run()
+                try:
+                    w.run()
+                except RecursionError:  # expressions nested thousands deep: skip the function
+                    self.too_deep.add(f.key)
+                    w = Walker(self, f, self.entry_mask(f))
                 self.walkers[f.key] = w
                 colls = [e for e in w.events if e.kind == "coll"]
                 summ = Summary(

@@ -153,7 +153,14 @@ def lint_sources(
         project.add(mod)
         report.checked += 1
     analyzer = Analyzer(project)
-    analyzer.run()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 6000))
+    try:
+        analyzer.run()
+    finally:
+        sys.setrecursionlimit(limit)
+    if analyzer.too_deep:
+        report.skipped["function nested too deeply to analyse"] += len(analyzer.too_deep)
     kept: dict[str, tuple[Module, list[Raw]]] = {}
     dist_modules = {m.path for m in analyzer.all_modules() if _DIST_MARKERS.search(m.source)}
     for name, mod in project.modules.items():

@@ -226,3 +226,13 @@ def test_docs_describe_every_lint_rule() -> None:
     doc = (Path(__file__).parents[2] / "docs" / "lint.md").read_text()
     for rule in rules_for(["lint"]):
         assert f"### {rule.id} `{rule.name}` ({rule.severity.value}" in doc, rule.id
+
+
+def test_deeply_nested_expression_does_not_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    terms = " + ".join(["dist.get_rank()"] * 2500)
+    p = _write(tmp_path, "deep.py", f"import torch.distributed as dist\n\ndef f():\n    y = {terms}\n    if y:\n        dist.barrier()\n")
+    code, out, _ = _lint(capsys, str(p))
+    assert code == 1 and "KDP503" in out
+    too_deep = _write(tmp_path, "deeper.py", "x = " + " + ".join(["1"] * 6000) + "\n")
+    code, out, _ = _lint(capsys, str(too_deep))
+    assert code == 1 and "KDP500" in out and "recursion" in out
