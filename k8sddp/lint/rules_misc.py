@@ -50,6 +50,8 @@ def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
 
 def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
     p = parents.get(node)
+    while isinstance(p, ast.IfExp):  # sampler = DistributedSampler(ds) if distributed else None
+        node, p = p, parents.get(p)
     if isinstance(p, ast.Assign) and len(p.targets) == 1 and p.value is node:
         return ast.unparse(p.targets[0])
     if isinstance(p, (ast.AnnAssign,)) and p.value is node:
