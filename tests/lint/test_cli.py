@@ -233,6 +233,9 @@ def test_deeply_nested_expression_does_not_crash(tmp_path: Path, capsys: pytest.
     p = _write(tmp_path, "deep.py", f"import torch.distributed as dist\n\ndef f():\n    y = {terms}\n    if y:\n        dist.barrier()\n")
     code, out, _ = _lint(capsys, str(p))
     assert code == 1 and "KDP503" in out
+    # deeper still: the parser may refuse it (a located KDP500) or the walk may skip the function
+    # (counted as skipped); which one depends on the interpreter's limits, a traceback never
     too_deep = _write(tmp_path, "deeper.py", "x = " + " + ".join(["1"] * 6000) + "\n")
-    code, out, _ = _lint(capsys, str(too_deep))
-    assert code == 1 and "KDP500" in out and "recursion" in out
+    code, out, err = _lint(capsys, str(too_deep))
+    assert code in (0, 1) and "Traceback" not in out + err
+    assert code == 0 or ("KDP500" in out and "recursion" in out)
