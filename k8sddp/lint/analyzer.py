@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from typing import TypeVar
 
 from . import knowledge as K
 from .events import Summary
@@ -24,6 +25,7 @@ __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
 #: Rounds of the fixed point; call chains deeper than this lose precision, never soundness of
 #: termination.
 MAX_ROUNDS = 8
+_K = TypeVar("_K")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,17 @@ class Context:
     cause_path: str
     called: bool
     cause_is_exit: bool = False
+
+
+def _changed_names(old: dict[_K, dict[str, Val]], new: dict[_K, dict[str, Val]]) -> dict[_K, set[str]]:
+    """Per table key, the names whose value differs between ``old`` and ``new``."""
+    out: dict[_K, set[str]] = {}
+    for key in set(old) | set(new):
+        a, b = old.get(key, {}), new.get(key, {})
+        names = {n for n in set(a) | set(b) if a.get(n) != b.get(n)}
+        if names:
+            out[key] = names
+    return out
 
 
 class Analyzer:
@@ -193,16 +206,17 @@ class Analyzer:
                     changed_summaries.add(f.key)
                 self.summaries[f.key] = summ
             params, sites, attrs, menv = self._aggregate()
-            changed_params = {k for k in set(params) | set(self.param_vals) if params.get(k) != self.param_vals.get(k)}
-            changed_attrs = {k for k in set(attrs) | set(self.class_attrs) if attrs.get(k) != self.class_attrs.get(k)}
-            changed_env = {k for k in set(menv) | set(self.module_env) if menv.get(k) != self.module_env.get(k)}
+            changed_attrs = _changed_names(self.class_attrs, attrs)
+            changed_env = _changed_names(self.module_env, menv)
             self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
             dirty = []
             for f in self.functions():
                 prev = self.walkers.get(f.key)
                 if (
-                    prev is None or f.key in changed_params or f.module.path in changed_env
-                    or (f.module.path, f.cls) in changed_attrs
+                    prev is None
+                    or (not isinstance(f.node, ast.Module) and self.param_vals_for(f) != prev.bindings)
+                    or bool(prev.global_reads & changed_env.get(f.module.path, set()))
+                    or bool(prev.attr_reads & changed_attrs.get((f.module.path, f.cls), set()))
                     or any(callee in changed_summaries for callee, _, _ in prev.calls)
                 ):
                     dirty.append(f)

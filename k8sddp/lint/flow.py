@@ -101,6 +101,9 @@ class Walker(CallMixin):
         self.partial_guard = False
         self.one_guard = 0
         self.file_objects: set[str] = set()
+        self.bindings: dict[str, Val] = {}
+        self.global_reads: set[str] = set()
+        self.attr_reads: set[str] = set()
         self.param_io: set[tuple[str, str]] = set()
         self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
         self.attr_stores: dict[str, Val] = {}
@@ -111,12 +114,14 @@ class Walker(CallMixin):
         """The value of module global ``name`` as the module body left it."""
         if self.is_module:
             return UNIFORM
+        self.global_reads.add(name)
         return self.an.module_env.get(self.mod.path, {}).get(name, UNIFORM)
 
     def class_attr(self, attr: str) -> Val | None:
         """The value methods of the enclosing class store in ``self.<attr>``, if any."""
         if not self.func.cls:
             return None
+        self.attr_reads.add(attr)
         table = self.an.class_attrs.get((self.mod.path, self.func.cls), {})
         return table.get(attr)
 
@@ -213,8 +218,8 @@ class Walker(CallMixin):
         node = self.func.node
         if not self.is_module:
             assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for name, val in self.an.param_vals_for(self.func).items():
-                self.env[name] = val
+            self.bindings = self.an.param_vals_for(self.func)
+            self.env.update(self.bindings)
             for dec in node.decorator_list:
                 self.expr(dec) if not isinstance(dec, ast.Name) else None
         self.block(node.body)
