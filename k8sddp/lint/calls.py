@@ -184,6 +184,8 @@ class CallMixin(ExprEval):
         q = self._dotted(func) or ""
         last = _terminal(func)
 
+        if last in K.ITER_PASSTHROUGH and (q == last or q.split(".")[0] in ("tqdm", "builtins")) and args:
+            return args[0].data_only()
         special = self.known_call(node, q, last, recv_node, recv, callee_val, args, kws)
         if special is not None:
             return special
@@ -228,6 +230,8 @@ class CallMixin(ExprEval):
                 return Val(rank="other")
             return Val(rank=K.RANK_FUNCTIONS[last])
         if last in K.UNIFORM_FUNCTIONS:
+            if last in ("is_initialized", "is_dist_avail_and_initialized", "is_torchelastic_launched"):
+                return Val(distflag=1)
             return UNIFORM
         # torch.distributed collectives and point-to-point receives
         if is_torch_dist and q.split(".")[-2] in ("distributed", "distributed_c10d", "c10d"):
@@ -362,7 +366,8 @@ class CallMixin(ExprEval):
             return
         cur = self.env.get(key) or self.lookup(target) or UNIFORM
         # the collective's doing: the same on every rank again (no longer per-rank data), or not
-        self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None)
+        self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None,
+                                            synced=kind is None)
 
     def tuple_parts(self, node: ast.expr | None, n: int) -> list[Val] | None:
         """Element-wise values of a call that returns a tuple (``accelerator.prepare``,

@@ -174,7 +174,8 @@ class ExprEval:
     def _e_UnaryOp(self, node: ast.UnaryOp) -> Val:
         v = self.expr(node.operand)
         if isinstance(node.op, ast.Not):
-            return v.data_only().with_kind("other" if v.partial else negate_kind(v.kind))
+            out = v.data_only().with_kind("other" if v.partial else negate_kind(v.kind))
+            return dataclasses.replace(out, distflag=-v.distflag) if v.distflag else out
         return v.data_only()
 
     def _e_BoolOp(self, node: ast.BoolOp) -> Val:
@@ -278,20 +279,20 @@ class ExprEval:
         if swapped:  # 0 == rank, 1 > rank ...
             op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(type(op), op)
         if isinstance(op, (ast.Eq, ast.NotEq)):
-            if c == -1:
-                return out.with_kind(None)  # "is distributed at all": the same on every rank
+            if c == -1:  # "is distributed at all": the same on every rank
+                return dataclasses.replace(out.with_kind(None), distflag=1 if isinstance(op, ast.NotEq) else -1)
             if c == 0 or num == "rank":
                 return out.with_kind(is_zero if isinstance(op, ast.Eq) else is_nzero)
             return out.with_kind("other")
         bound = {ast.Lt: c - 1, ast.LtE: c}.get(type(op))
         if bound is not None:  # rank <= bound
             if bound < 0:
-                return out.with_kind(None)
+                return dataclasses.replace(out.with_kind(None), distflag=-1)
             return out.with_kind(is_zero if bound == 0 else "other")
         low = {ast.Gt: c + 1, ast.GtE: c}.get(type(op))
         if low is not None:  # rank >= low
             if low <= 0:
-                return out.with_kind(None)
+                return dataclasses.replace(out.with_kind(None), distflag=1)
             return out.with_kind(is_nzero if low == 1 else "other")
         return out.with_kind("other")
 

@@ -150,7 +150,10 @@ class Walker(CallMixin):
             return
         if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
             self.file_objects.add(key)
-        if self.mask != self.entry_mask or self.many is not None:
+        rewrap = (isinstance(value_node, ast.Call) and value_node.args
+                  and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
+                  and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
+        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap:
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val
@@ -240,11 +243,21 @@ class Walker(CallMixin):
         self.mask, self.many, self.cause, self.cause_is_exit = st.mask, st.many, st.cause, st.cause_is_exit
         self.env = dict(st.env)
 
-    def merge_env(self, a: dict[str, Val], b: dict[str, Val]) -> dict[str, Val]:
-        """Join two environments (after the arms of an ``if``)."""
+    def merge_env(self, a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False) -> dict[str, Val]:
+        """Join two environments (after the arms of an ``if``). With ``prefer_synced`` (the arms
+        of a rank split), a value one arm received from a broadcast wins: the other arm's ranks
+        hold the value that was broadcast (``if rank != 0: stop = received[0]``)."""
         out = dict(a)
         for k, v in b.items():
-            out[k] = join(out[k], v) if k in out and out[k] != v else v
+            if k in out and out[k] != v:
+                if prefer_synced and v.synced and v.kind is None:
+                    out[k] = v
+                elif prefer_synced and out[k].synced and out[k].kind is None:
+                    pass
+                else:
+                    out[k] = join(out[k], v)
+            else:
+                out[k] = v
         return out
 
     def stmt(self, s: ast.stmt) -> None:
@@ -355,7 +368,11 @@ class Walker(CallMixin):
         a, b = results
         if cm == MANY and a.mask and b.mask:
             self.pair_arms(spans, before)
-        self.env = self.merge_env(a.env, b.env)
+        if test.distflag and cm == ALL:  # distributed runs take one arm only
+            dist_arm = a if test.distflag > 0 else b
+            self.env = dict(dist_arm.env) if dist_arm.mask else self.merge_env(a.env, b.env)
+        else:
+            self.env = self.merge_env(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
         self.mask = a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit

@@ -219,5 +219,9 @@ FILE_OBJECT_CALLS: frozenset[str] = frozenset(
     {"open", "BytesIO", "StringIO", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile", "fdopen"}
 )
 
+#: Calls whose value iterates exactly like their first argument (progress bars, enumerate):
+#: ``tqdm(loader, disable=rank != 0)`` runs as many iterations on every rank.
+ITER_PASSTHROUGH: frozenset[str] = frozenset({"tqdm", "enumerate", "iter", "list", "tuple", "sorted", "reversed"})
+
 #: Signs that a file trains on GPUs (DataLoader pin_memory matters only there).
 GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl")

@@ -95,6 +95,11 @@ class Val:
             list and the names in it).
         partial: a condition true on *some* of the ranks its kind names, some of the time
             (``rank == 0 and step > n``): those ranks may take either branch.
+        synced: the value came out of a broadcast/all-reduce/all-gather: every rank holds the
+            source's value (``if rank != 0: stop = received[0]`` makes ``stop`` uniform).
+        distflag: 1 for a condition true exactly when the job is distributed (``RANK != -1``,
+            ``dist.is_initialized()``), -1 for its negation, 0 otherwise. Under a distributed
+            run only one arm of such an ``if`` runs, so only its values flow on.
     """
 
     rank: str | None = None
@@ -105,6 +110,8 @@ class Val:
     fw: str | None = None
     group: frozenset[str] = frozenset()
     partial: bool = False
+    synced: bool = False
+    distflag: int = 0
 
     @property
     def kind(self) -> str | None:
@@ -121,9 +128,9 @@ class Val:
 
     def data_only(self) -> Val:
         """The value without object identity (wrapped, framework, group), as after arithmetic."""
-        if self.rank is None and self.prank is None and not self.params and not self.ddp_out:
+        if self.rank is None and self.prank is None and not self.params and not self.ddp_out and not self.synced:
             return UNIFORM
-        return Val(self.rank, self.prank, self.params, None, self.ddp_out, None, frozenset())
+        return Val(self.rank, self.prank, self.params, None, self.ddp_out, None, frozenset(), synced=self.synced)
 
 
 UNIFORM = Val()
@@ -142,6 +149,7 @@ def join(*vals: Val) -> Val:
     wrapped = fw = None
     ddp_out = False
     group: frozenset[str] = frozenset()
+    synced = False
     for v in vals:
         rank = join_kind(rank, v.rank)
         prank = join_kind(prank, v.prank)
@@ -150,4 +158,5 @@ def join(*vals: Val) -> Val:
         fw = fw or v.fw
         ddp_out = ddp_out or v.ddp_out
         group |= v.group
-    return Val(rank, prank, params, wrapped, ddp_out, fw, group)
+        synced = synced or v.synced
+    return Val(rank, prank, params, wrapped, ddp_out, fw, group, synced=synced)
