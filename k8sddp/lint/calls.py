@@ -228,6 +228,8 @@ class CallMixin(ExprEval):
         if last in K.RANK_FUNCTIONS and root not in _EXCLUDED_ROOTS[1:]:
             if last == "get_rank" and (node.args or node.keywords):
                 return Val(rank="other")
+            if last == "is_primary" and any(k.arg == "local" for k in node.keywords):
+                return Val(rank="lzero")  # timm: is_primary(args, local=True)
             return Val(rank=K.RANK_FUNCTIONS[last])
         if last in K.UNIFORM_FUNCTIONS:
             if last in ("is_initialized", "is_dist_avail_and_initialized", "is_torchelastic_launched"):

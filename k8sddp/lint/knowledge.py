@@ -129,6 +129,7 @@ FRAMEWORK_CONSTRUCTORS: dict[str, str] = {
 GENERIC_COLLECTIVE_HELPERS: dict[str, str] = {
     "barrier": "barrier", "synchronize": "barrier", "wait_for_everyone": "barrier",
     "reduce_dict": "all_reduce", "all_reduce_mean": "all_reduce", "reduce_tensor": "all_reduce",
+    "distribute_bn": "all_reduce",
     "all_gather": "all_gather", "all_reduce": "all_reduce", "broadcast": "broadcast",
 }
 #: Helpers that return a value that is the same on every rank (they all-reduce or broadcast).
@@ -156,11 +157,13 @@ RANK_ENV: dict[str, str] = {
     "SLURM_NODEID": "other", "OMPI_COMM_WORLD_RANK": "rank", "OMPI_COMM_WORLD_LOCAL_RANK": "local",
     "PMI_RANK": "rank", "MV2_COMM_WORLD_RANK": "rank",
 }
-#: Functions (terminal name) returning a rank-dependent value, when not defined in the project.
+#: Functions (terminal name) returning a rank-dependent value, when not defined in the project
+#: (torch.distributed, torchvision references, Accelerate, transformers, timm ``is_primary``).
 RANK_FUNCTIONS: dict[str, str] = {
     "get_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
     "get_node_local_rank": "local", "get_local_ordinal": "local",
     "is_main_process": "zero", "is_master": "zero", "is_rank_zero": "zero", "is_rank_0": "zero",
+    "is_primary": "zero", "is_local_primary": "lzero",
     "is_global_zero": "zero", "is_world_process_zero": "zero", "is_master_process": "zero",
     "is_local_main_process": "lzero", "is_local_master": "lzero", "is_local_process_zero": "lzero",
     "is_master_ordinal": "lzero", "split_between_processes": "other",
