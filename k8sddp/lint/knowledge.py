@@ -1,8 +1,8 @@
 """What the linter knows about PyTorch, Accelerate, Lightning and friends: the name tables.
 
 Every table names its source. "Collective" means every rank of the group must call it, in the
-same order, or the job hangs until the process-group timeout (``../shared/reference/NOTES.md``,
-"Measured hang shapes"). Calls are matched on their resolved dotted name (imports followed, see
+same order, or the job hangs until the process-group timeout (measured with torch 2.13, gloo,
+2 ranks: a rank-0-only collective, evaluation through DDP, dcp.save all time out). Calls are matched on their resolved dotted name (imports followed, see
 :mod:`k8sddp.lint.names`) or, for framework objects whose type cannot be known statically, on the
 method name plus what the receiver was built from (``Accelerator()``, ``Fabric()``, ...).
 """
@@ -29,8 +29,8 @@ TORCH_DIST_PREFIXES: tuple[str, ...] = (
     "torch.distributed.c10d.",
 )
 
-#: torch.distributed.checkpoint entry points: collective (NOTES.md: "dcp.save on rank 0 only: both
-#: time out"; torch/distributed/checkpoint/state_dict_saver.py plans across ranks).
+#: torch.distributed.checkpoint entry points: collective (dcp.save on rank 0 only: both ranks time
+#: out, measured; torch/distributed/checkpoint/state_dict_saver.py plans across ranks).
 DCP_COLLECTIVES: frozenset[str] = frozenset(
     {
         "torch.distributed.checkpoint.save",
@@ -150,7 +150,8 @@ RANK_ZERO_DECORATORS: frozenset[str] = frozenset({"rank_zero_only", "on_main_pro
 RANK_LOCAL_ZERO_DECORATORS: frozenset[str] = frozenset({"on_local_main_process"})
 
 # -- rank sources ---------------------------------------------------------------------------
-#: Environment variables that hold a rank (torchrun, SLURM, Open MPI, MPICH; NOTES.md).
+#: Environment variables that hold a rank (torchrun sets RANK/LOCAL_RANK/GROUP_RANK; SLURM, Open
+#: MPI, MPICH launchers their own).
 RANK_ENV: dict[str, str] = {
     "RANK": "rank", "GROUP_RANK": "other", "NODE_RANK": "other", "PET_NODE_RANK": "other",
     "LOCAL_RANK": "local", "SLURM_PROCID": "rank", "SLURM_LOCALID": "local",
