@@ -86,16 +86,21 @@ def test_a_file_that_cannot_be_written_does_not_stop_the_others(
         _own(f)
     _own(rodir)
     _own(shared_dir)
+    secret = shared_dir / "secret.yaml"
+    secret.write_text(JOB, encoding="utf-8")
+    _own(secret)
+    secret.chmod(0o000)  # cannot even be read
     rodir.chmod(0o555)  # the file is writable, its folder is not: the atomic rename cannot happen
     with unprivileged():
-        code = main(["fix", str(x), str(w)])
+        code = main(["fix", str(secret), str(x), str(w)])
     out, err = capsys.readouterr()
     assert code == 2
+    assert f"{secret}: error cannot read: Permission denied" in err
     assert f"{x}: error cannot write: Permission denied; file left unchanged" in err
     assert str(x) not in out  # no "fixed" line for a file that was not written
     assert f"{w}:11: fixed KDP201" in out
-    assert "2 file(s), 1 PyTorchJob(s); 1 file(s) changed; 0 not parsed (left unchanged); " \
-           "1 could not be read or written (left unchanged)" in out
+    assert "3 file(s), 1 PyTorchJob(s); 1 file(s) changed; 0 not parsed (left unchanged); " \
+           "2 could not be read or written (left unchanged)" in out
     assert x.read_text(encoding="utf-8") == JOB
     assert "PYTHONFAULTHANDLER" in w.read_text(encoding="utf-8")
 
