@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import k8sddp.validate.yamlio  # noqa: F401  imported before dropping privileges (site-packages under /root)
-from k8sddp.cli import main
+from k8sddp.cli import build_parser, main
 from k8sddp.commands.fix import max_input_bytes
 from k8sddp.fix import fix_text
 
@@ -62,6 +62,7 @@ def unprivileged() -> Iterator[None]:
     if os.geteuid() != 0:
         yield
         return
+    build_parser()  # import every command module first: the interpreter's files are root's (0700)
     os.setegid(NOBODY)
     os.seteuid(NOBODY)
     try:
