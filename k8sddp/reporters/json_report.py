@@ -10,7 +10,10 @@ from ..findings import Report
 
 
 def render(report: Report, *, tool: str) -> str:
-    """A JSON document ``{"tool", "version", "catalogue", "summary", "findings": [...]}``."""
+    """A JSON document ``{"tool", "version", "catalogue", "summary", "findings": [...]}``.
+
+    For ``lint`` the YAML-only fields (``summary.documents``, each finding's ``path``,
+    ``document`` and ``object_ref``) are left out."""
     doc = {
         "tool": f"k8sddp {tool}",
         "version": __version__,
@@ -26,4 +29,9 @@ def render(report: Report, *, tool: str) -> str:
         },
         "findings": [f.to_dict() for f in report.findings],
     }
+    if tool == "lint":  # Python files have no YAML documents, object paths or object references
+        del doc["summary"]["documents"]  # type: ignore[attr-defined]
+        for f in doc["findings"]:  # type: ignore[attr-defined]
+            for key in ("path", "document", "object_ref"):
+                del f[key]
     return json.dumps(doc, indent=2, sort_keys=False) + "\n"

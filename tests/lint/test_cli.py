@@ -105,6 +105,13 @@ def test_noqa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert {f["rule_id"] for f in doc["findings"]} == {"KDP503", "KDP505"}
     assert all(f["exempted_by"] == "# noqa" and f["severity"] == "info" for f in doc["findings"])
+    assert not {"path", "document", "object_ref"} & set(doc["findings"][0]) and "documents" not in doc["summary"]
+    # text: counted in the summary, listed only with --show-exempted
+    code, out, _ = _lint(capsys, str(p))
+    assert code == 0 and "KDP503" not in out
+    assert out.strip() == "lint: 1 file(s) checked; 0 error(s), 0 warning(s), 2 exempted (not listed; --show-exempted lists them)"
+    code, out, _ = _lint(capsys, "--show-exempted", str(p))
+    assert code == 0 and f"{p}:8:9: exempted (# noqa) KDP503" in out and out.count("exempted (# noqa)") == 2
     # a noqa for another rule does not silence this one; "# noqa" inside a string does not count
     other = _write(tmp_path, "u.py", BAD.replace(
         'dist.init_process_group("gloo")', 'dist.init_process_group("gloo", "# noqa")  # noqa: KDP501'))
