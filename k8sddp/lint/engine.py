@@ -173,11 +173,29 @@ def _config_for(path: Path) -> LintConfig:
     return _CONFIGS[key]
 
 
+def _undecodable(data: bytes, exc: UnicodeDecodeError) -> Raw:
+    """KDP500 at the line and column of the first byte that does not decode (``exc.start`` is an
+    offset into ``data``)."""
+    before = data[: exc.start]
+    line = before.count(b"\n") + 1
+    col = exc.start - (before.rfind(b"\n") + 1) + 1
+    return Raw("KDP500", line, col,
+               f"cannot decode the file as Python source: byte {data[exc.start]:#04x} is not valid "
+               f"{exc.encoding} ({exc.reason}); declare the encoding (# -*- coding: ... -*-) or re-save it")
+
+
 def _parse(name: str, data: bytes) -> tuple[Module | None, str, Raw | None]:
     try:
         text = read_source(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        return None, "", Raw("KDP500", 1, 0, f"cannot decode the file as Python source: {exc}")
+    except UnicodeDecodeError as exc:
+        return None, "", _undecodable(data, exc)
+    except (SyntaxError, LookupError) as exc:
+        try:  # tokenize refuses bad UTF-8 in the first two lines as a bad "encoding declaration"
+            data.decode("utf-8")
+        except UnicodeDecodeError as utf8_exc:
+            return None, "", _undecodable(data, utf8_exc)
+        line = getattr(exc, "lineno", None) or 1
+        return None, "", Raw("KDP500", line, 0, f"cannot decode the file as Python source: {exc}")
     try:
         tree = ast.parse(text, filename=name)
     except SyntaxError as exc:
