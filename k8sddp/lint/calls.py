@@ -164,7 +164,8 @@ class CallMixin(ExprEval):
             ddp_out = ddp_out or a.ddp_out
             fw = fw or a.fw
             params_out |= a.params
-        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group)
+        synced = ret.synced and rank is None and prank is None and not ddp_out
+        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced)
 
     # -- the dispatcher ----------------------------------------------------------------------
     def call(self, node: ast.Call) -> Val:
@@ -368,8 +369,11 @@ class CallMixin(ExprEval):
             return
         cur = self.env.get(key) or self.lookup(target) or UNIFORM
         # the collective's doing: the same on every rank again (no longer per-rank data), or not
+        # the result no longer depends on what the function's parameters held on this rank: a
+        # helper that all-reduces a tensor built from its argument returns a uniform value
+        # (`t = torch.tensor([x]); dist.all_reduce(t); return t.item()`), so drop `params`
         self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None,
-                                            synced=kind is None)
+                                            synced=kind is None, params=cur.params if kind else frozenset())
 
     def tuple_parts(self, node: ast.expr | None, n: int) -> list[Val] | None:
         """Element-wise values of a call that returns a tuple (``accelerator.prepare``,

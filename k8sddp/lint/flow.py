@@ -324,6 +324,8 @@ class Walker(CallMixin):
 
     def _s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
+        if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
+            test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
         cm = condition_classes(test)
         if test.kind:
             self.uses_rank = True
