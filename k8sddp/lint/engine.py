@@ -254,7 +254,8 @@ def lint_sources(
             if w is None:
                 continue
             found.extend(check_sync(w))
-            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules)))
+            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules),
+                                  analyzer.unguarded_context(f)))
         found.extend(check_misc(mod, project))
         found.extend(check_forward(mod))
         raws[name] = found

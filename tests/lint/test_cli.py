@@ -311,3 +311,53 @@ def test_deeply_nested_expression_does_not_crash(tmp_path: Path, capsys: pytest.
     code, out, err = _lint(capsys, str(too_deep))
     assert code in (0, 1) and "Traceback" not in out + err
     assert code == 0 or ("KDP500" in out and "recursion" in out)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_helper_write_reported_at_call_site_when_one_file_is_linted(capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 7 item 5: the pre-commit hook lints only the staged train.py; the helpers it imports
+    from mylib/ are still read, and the finding is at the bad call, naming helper and writer."""
+    proj = FIXTURES / "KDP504" / "fail" / "helper_cross_module"
+    code, out, _ = _lint(capsys, "--format", "json", str(proj / "train.py"))
+    found = [(f["line"], f["message"]) for f in json.loads(out)["findings"] if f["rule_id"] == "KDP504"]
+    assert code == 1 and [line for line, _ in found] == [18, 25]
+    msg = dict(found)[25]
+    assert msg.startswith("write_ckpt() to `'/ckpt/final.pt'` (it runs torch.save() at ")
+    assert "dist_utils.py:10) runs on every rank" in msg
+    assert "start_logging() (it runs wandb.init() at " in dict(found)[18]
+    # the helper module alone: write_ckpt's path is its callers', nothing to report there
+    _, out, _ = _lint(capsys, str(proj / "mylib" / "dist_utils.py"))
+    assert "torch.save" not in out
+
+
+def test_kdp504_messages_name_the_multi_rank_guard_and_tracker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 7 items 7 and 17: nanoGPT's `master_process = ddp_local_rank == 0` is the guard
+    named (not the loss test nested in it); trackers are named with their library."""
+    p = _write(tmp_path, "ng.py", textwrap.dedent(
+        """\
+        import datetime
+        import os
+
+        import torch
+        import torch.distributed as dist
+        import wandb
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))
+        ddp_local_rank = int(os.environ["LOCAL_RANK"])
+        master_process = ddp_local_rank == 0
+        model = DDP(torch.nn.Linear(2, 2))
+        best = 1e9
+        wandb.init(project="x")
+        for it in range(10):
+            loss = model(torch.randn(2, 2)).sum()
+            if master_process:
+                if loss.item() < best:
+                    torch.save(model.state_dict(), "/ckpt/ckpt.pt")
+        """))
+    code, out, _ = _lint(capsys, str(p))
+    assert "wandb.init() runs on every rank" in out
+    assert ("torch.save() to `'/ckpt/ckpt.pt'` runs under `master_process` (line 17), "
+            "true on local rank 0 of every node") in out
