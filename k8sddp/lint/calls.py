@@ -101,6 +101,7 @@ class CallMixin(ExprEval):
     events: list[Event]
     mask: int
     many: ast.AST | None
+    cause: ast.AST | None
     silent: int
     uses_rank: bool
     param_io: set[tuple[str, str]]
@@ -208,7 +209,7 @@ class CallMixin(ExprEval):
                     arg, val = _default(f, ws.param), UNIFORM
                 if arg is None:
                     continue
-                path = arg
+                path: ast.expr | None = arg
             elif guarded:
                 path, val = ws.path, UNIFORM
             else:

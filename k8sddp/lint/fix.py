@@ -53,9 +53,7 @@ def bound_names(tree: ast.AST) -> dict[str, list[ast.AST]]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for a in node.names:
                 add(a.asname or a.name.split(".")[0], node)
-        elif isinstance(node, ast.ExceptHandler):
-            add(node.name, node)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)):
+        elif isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
             add(node.name, node)
         elif isinstance(node, ast.MatchMapping):
             add(node.rest, node)
