@@ -10,6 +10,7 @@ import json
 import os
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -134,12 +135,14 @@ def get(server: WebhookServer, ctx: ssl.SSLContext, path: str) -> tuple[int, byt
 
 class FakeApiServer:
     """A tiny stand-in for the Kubernetes API on 127.0.0.1 (plain HTTP): GET of ConfigMaps and
-    Namespaces from dicts, 403 for names in ``forbidden``; records every path requested."""
+    Namespaces from dicts, 403 for names in ``forbidden``, a wait of ``delays[name]`` seconds
+    before answering for a ConfigMap; records every path requested."""
 
     def __init__(self) -> None:
         self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self.forbidden: set[str] = set()
+        self.delays: dict[str, float] = {}
         self.requests: list[str] = []
         outer = self
 
@@ -154,6 +157,7 @@ class FakeApiServer:
                 if parts[:3] == ["api", "v1", "namespaces"]:
                     if len(parts) == 6 and parts[4] == "configmaps":
                         ns, name = parts[3], parts[5]
+                        time.sleep(outer.delays.get(name, 0.0))
                         if name in outer.forbidden:
                             status, body = 403, {"kind": "Status", "reason": "Forbidden", "code": 403}
                         elif (ns, name) in outer.configmaps:
@@ -172,6 +176,7 @@ class FakeApiServer:
                 self.wfile.write(data)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.handle_error = lambda *args: None  # type: ignore[method-assign]  # late writes to a gone client
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
