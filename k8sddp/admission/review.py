@@ -60,6 +60,9 @@ MAX_WARNINGS = 20
 #: Upper bound on ConfigMap look-ups for one request (each is one API call; bounds latency).
 MAX_CONFIGMAP_LOOKUPS = 16
 
+#: ``AdmissionRequest.operation`` values (``k8s.io/api/admission/v1``).
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
 PYTORCHJOB_GROUP = "kubeflow.org"
 PYTORCHJOB_KIND = "PyTorchJob"
 
@@ -153,7 +156,8 @@ def parse_review(body: bytes) -> dict[str, Any]:
 
     Raises:
         MalformedReview: not JSON, not ``admission.k8s.io/v1`` ``AdmissionReview``, or no
-            ``request`` object with a non-empty string ``uid``.
+            ``request`` object with a non-empty string ``uid``, a ``kind`` object naming the
+            kind, and an ``operation`` of :data:`OPERATIONS` (all always sent by the API server).
     """
     try:
         review = json.loads(body)
@@ -173,6 +177,14 @@ def parse_review(body: bytes) -> dict[str, Any]:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise MalformedReview("AdmissionReview request has no uid")
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str) or not kind["kind"]:
+        raise MalformedReview("AdmissionReview request has no kind {group, version, kind}")
+    if not isinstance(kind.get("group", ""), str):
+        raise MalformedReview("AdmissionReview request.kind.group is not a string")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise MalformedReview(f"AdmissionReview request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
     return request
 
 
@@ -335,8 +347,9 @@ class AdmissionDecider:
         )
         if kind.get("group") != PYTORCHJOB_GROUP or v.kind != PYTORCHJOB_KIND:
             v.reason = "not-a-pytorchjob"
+            group = kind.get("group") or "core"
             v.warnings.append(
-                _short(f"k8sddp webhook: {kind.get('group')}/{v.kind} is not checked; "
+                _short(f"k8sddp webhook: {v.kind} ({group}/{kind.get('version') or '?'}) is not checked; "
                        "its webhook rules should match only kubeflow.org pytorchjobs")
             )
             return v

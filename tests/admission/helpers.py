@@ -68,15 +68,16 @@ def client_context(*cafiles: Path) -> ssl.SSLContext:
 @contextmanager
 def running_webhook(
     cert: Path, key: Path, *, decider: AdmissionDecider | None = None, max_body_bytes: int | None = None,
-    check_interval: float = 1.0,
+    check_interval: float = 1.0, **server_kwargs: Any,
 ) -> Iterator[WebhookServer]:
-    """A webhook on 127.0.0.1 (free port) in a thread; stopped on exit."""
+    """A webhook on 127.0.0.1 (free port) in a thread; stopped on exit. ``server_kwargs`` go to
+    :class:`WebhookServer` (``idle_timeout`` defaults to 10 s here)."""
     tls = ReloadingTLS(str(cert), str(key), check_interval=check_interval)
     kwargs: dict[str, Any] = {}
     if max_body_bytes is not None:
         kwargs["max_body_bytes"] = max_body_bytes
     app = WebhookApp(decider or AdmissionDecider(), tls, **kwargs)
-    server = WebhookServer(("127.0.0.1", 0), app, idle_timeout=10)
+    server = WebhookServer(("127.0.0.1", 0), app, **{"idle_timeout": 10.0, **server_kwargs})
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     t.start()
     try:
