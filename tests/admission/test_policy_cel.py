@@ -256,3 +256,35 @@ def test_dollar_references_are_unverifiable(vap: PolicyEvaluator, kyverno: Polic
         assert not result.allowed and _rules(result.messages) == {rule}
         assert "holds a $(VAR) reference, which CEL cannot expand" in result.messages[0]
         assert "cannot be verified by this admission policy" in result.messages[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["--name", "Bad_Name!"], "not a valid object name"),
+        (["--name=-lead"], "not a valid object name"),
+        (["--name", "a" * 254], "not a valid object name"),
+        (["--exempt-namespace-label", "x=y", "--no-namespace-exemption"], "not allowed with argument"),
+    ],
+)
+def test_export_flag_errors_exit_2(capsys: pytest.CaptureFixture[str], extra: list[str], fragment: str) -> None:
+    """Review 6 item 11."""
+    with pytest.raises(SystemExit) as exc:
+        main(["policy", "export", "--format", "vap", *extra])
+    assert exc.value.code == 2 and fragment in capsys.readouterr().err
+
+
+def test_export_failure_policy_is_vap_only_and_out_errors_name_the_target(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert main(["policy", "export", "--format", "kyverno", "--failure-policy", "Ignore"]) == 2
+    assert "--failure-policy applies to --format vap only" in capsys.readouterr().err
+    assert main(["policy", "export", "--format", "vap", "--failure-policy", "Ignore"]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out))[0]["spec"]["failurePolicy"] == "Ignore"
+    assert main(["policy", "export", "--format", "vap", "--name", "team.k8sddp-baseline"]) == 0
+    capsys.readouterr()
+    target = tmp_path / "no" / "dir.yaml"
+    assert main(["policy", "export", "--format", "vap", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write --out {target}: its folder does not exist" in err and ".k8sddp-" not in err
+    assert not list(tmp_path.iterdir())
