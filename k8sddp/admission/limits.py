@@ -52,6 +52,11 @@ class DeadlineReader(io.RawIOBase):
         self.deadline = None
 
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+        """Receive into ``buffer``; the byte count (0 at end of stream).
+
+        Raises:
+            TimeoutError: idle past ``idle_timeout``, or the request's deadline passed.
+        """
         if self.deadline is None:
             self._sock.settimeout(self.idle_timeout)
             n = self._sock.recv_into(buffer)
