@@ -92,10 +92,12 @@ class KubeLookup:
             callers may ask for less per call. Keep it well under the webhook's
             ``timeoutSeconds``.
         cache_seconds: how long an answer (found or not found) is reused; 0 disables caching.
+        way_out: the end of a start-up error, saying how to run without a cluster (default:
+            ``--no-configmap-lookup``).
 
     Raises:
         UsageError: the ``kubernetes`` package is missing, or no configuration can be loaded
-            (the message names ``--no-configmap-lookup`` for runs without a cluster).
+            (one line, naming ``--kubeconfig`` and ``way_out``).
     """
 
     def __init__(
@@ -106,16 +108,16 @@ class KubeLookup:
         context: str | None = None,
         timeout_seconds: float = 2.0,
         cache_seconds: float = 5.0,
+        way_out: str = "run with --no-configmap-lookup (guard variables from ConfigMaps then stay unverifiable)",
     ) -> None:
         try:
             from kubernetes import client
         except ImportError as exc:  # pragma: no cover - depends on the installation
             raise UsageError(
-                "ConfigMap look-ups need the kubernetes package: pip install 'k8sddp[cluster]', "
-                "or run with --no-configmap-lookup"
+                f"cluster look-ups need the kubernetes package: pip install 'k8sddp[cluster]', or {way_out}"
             ) from exc
         if api_client is None:
-            api_client = client.ApiClient(_load_configuration(kubeconfig, context))
+            api_client = client.ApiClient(_load_configuration(kubeconfig, context, way_out))
         self._core = client.CoreV1Api(no_retries(api_client))
         self._timeout = timeout_seconds
         self._ttl = cache_seconds
@@ -199,7 +201,7 @@ class KubeLookup:
         return {str(k): str(v) for k, v in labels.items()}
 
 
-def _load_configuration(kubeconfig: str | None, context: str | None) -> Any:
+def _load_configuration(kubeconfig: str | None, context: str | None, way_out: str) -> Any:
     """A ``kubernetes.client.Configuration`` from the pod's service account or a kubeconfig.
 
     Raises:
@@ -209,8 +211,7 @@ def _load_configuration(kubeconfig: str | None, context: str | None) -> Any:
     from kubernetes import client, config
 
     cfg = client.Configuration()
-    hint = ("; pass --kubeconfig FILE (outside a cluster), or run with --no-configmap-lookup "
-            "(guard variables from ConfigMaps then stay unverifiable)")
+    hint = f"; pass --kubeconfig FILE (outside a cluster), or {way_out}"
     try:
         if kubeconfig is None and context is None:
             try:

@@ -148,9 +148,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_configmap_lookup or selector is not None:
         from ..admission.lookup import KubeLookup
 
+        # With --no-configmap-lookup only the namespace exemption needs the cluster.
+        way_out = "drop --exempt-namespace-selector" if args.no_configmap_lookup else (
+            "run with --no-configmap-lookup (guard variables from ConfigMaps then stay unverifiable)")
         lookup = KubeLookup(
             kubeconfig=args.kubeconfig, context=args.context,
             timeout_seconds=args.lookup_timeout, cache_seconds=args.lookup_cache_seconds,
+            way_out=way_out,
         )
     tls = ReloadingTLS(args.tls_cert_file, args.tls_private_key_file, check_interval=args.cert_check_interval)
     decider = AdmissionDecider(

@@ -101,3 +101,11 @@ def test_missing_kubeconfig_names_both_ways_out(tmp_path: Path, capsys: pytest.C
                  "--kubeconfig", str(tmp_path / "absent")])
     err = capsys.readouterr().err
     assert code == 2 and "--no-configmap-lookup" in err and "--kubeconfig" in err
+
+
+def test_selector_without_configmap_lookup_names_the_selector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cert, key = make_cert(tmp_path)
+    code = main(["webhook", "serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
+                 "--no-configmap-lookup", "--exempt-namespace-selector", "a=b", "--kubeconfig", str(tmp_path / "absent")])
+    err = capsys.readouterr().err
+    assert code == 2 and "drop --exempt-namespace-selector" in err and "--no-configmap-lookup" not in err
