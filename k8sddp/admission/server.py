@@ -207,7 +207,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._send(code, json.dumps(body).encode(), close=close)
 
     # -- endpoints --------------------------------------------------------------------------
-    def _not_allowed(self, allow: str) -> None:
+    def _not_allowed(self, allow: str, close: bool = False) -> None:
         self.send_response(405)
         body = json.dumps({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": 405,
                            "reason": "MethodNotAllowed",
@@ -217,6 +217,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("X-K8sddp-Version", __version__)
         self.send_header("X-K8sddp-Catalogue-Version", CATALOGUE_VERSION)
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(body)
 
@@ -238,8 +241,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         start = time.perf_counter()
         if self.path.split("?", 1)[0] != app.path:
             if self.path in ("/healthz", "/readyz"):
-                self.close_connection = True  # the body (if any) is not read
-                self._not_allowed("GET")
+                self._not_allowed("GET", close=True)  # the body (if any) is not read
                 return
             self._status(404, "NotFound", f"no such endpoint {self.path}; reviews go to {app.path}",
                          close=True)
