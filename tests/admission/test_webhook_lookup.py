@@ -136,7 +136,7 @@ def test_lookup_timeout_bounds_the_whole_review_with_one_try_per_call(tmp_path: 
             t0 = time.monotonic()
             resp = _decide(srv, client_context(cert), job)
             took = time.monotonic() - t0
-        assert took < 3.5, f"review took {took:.2f} s with a 1 s look-up limit"
+        assert took < 4.5, f"review took {took:.2f} s with a 1 s look-up limit (the API answers after 5 s)"
         assert resp["allowed"] is False
         warnings = " | ".join(resp["warnings"])
         assert "ConfigMap team-a/slow unreadable: the API server did not answer within 1 s" in warnings
