@@ -54,6 +54,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; post-mortem tools run as other users
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

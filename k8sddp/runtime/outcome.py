@@ -6,9 +6,10 @@ what each worker left in its attempt folder (:class:`k8sddp.runtime.artifacts.Ru
 1. the command exited 0 -> 0; else the launcher received SIGTERM/SIGINT -> preempted (143) /
    interrupted (130);
 2. a ``config`` record -> 2 (final); an ``exception`` record -> 1 (final, a bug);
-3. a ``hang`` or ``comm`` record, or a rank that died without a record after a hard-stop dump
+3. a rank that started and died without any record and without a hard-stop dump (SIGKILL, OOM
+   killer) -> 137 (retryable; the other ranks' collective errors follow from it);
+4. a ``hang`` or ``comm`` record, or a rank that died without a record after a hard-stop dump
    (``Timeout (`` in its stacks file) -> 142 (retryable);
-4. a rank that started and died without any record (SIGKILL, OOM killer) -> 137 (retryable);
 5. no worker ever started -> 147 (retryable);
 6. then :func:`apply_hang_streak` turns a retryable hang-class code final (10) once more than
    ``K8SDDP_MAX_HANG_RESTARTS`` of them came in a row without training progress.
@@ -111,13 +112,13 @@ def decide(
     if "exception" in by_kind:
         which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "exception")
         return out(ec.TASK_ERROR, f"the task raised an exception on rank(s) {which}", ("exception",))
+    if "vanished" in by_kind:  # the peers' comm errors and watchdog fires follow from it
+        which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "vanished")
+        return out(ec.WORKER_KILLED, f"rank(s) {which} died without a record (SIGKILL, OOM killer?)",
+                   ("vanished",))
     if by_kind & set(HANG_KINDS):
         return out(ec.HANG, "hang: a watchdog, the hard stop or a collective timed out",
                    HANG_KINDS, suspects=True)
-    if "vanished" in by_kind:
-        which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "vanished")
-        return out(ec.WORKER_KILLED, f"rank(s) {which} died without a record (SIGKILL, OOM killer?)",
-                   ("vanished",), suspects=True)
     if not started:
         if child_code == 127 or child_code == 126:
             return out(child_code, "the command could not be run")

@@ -1,0 +1,147 @@
+"""Real ``k8sddp launch`` + torchrun + 2 gloo workers on CPU: the scenarios of issue 3.
+
+Slow (each run starts three Python processes that import torch); the whole file takes about two
+minutes on two busy cores. Bounds are generous for load; the figures themselves come from
+``bench/runtime_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import (  # noqa: E402
+    Run,
+    guard_env,
+    launch_cmd,
+    load_json,
+    run_dirs,
+    run_record,
+    torchrun,
+    wait_for,
+)
+
+from k8sddp.runtime import exitcodes as ec  # noqa: E402
+from k8sddp.runtime.checkpoint_files import manifest_steps, newest_valid  # noqa: E402
+
+pytestmark = pytest.mark.slow
+WATCHDOG = 4.0  # K8SDDP_WATCHDOG_TIMEOUT_SECONDS in guard_env
+
+
+def final_params(artifacts: Path) -> dict[str, torch.Tensor]:
+    step, path, _ = newest_valid(artifacts / "checkpoints")
+    assert step >= 0
+    return torch.load(path, weights_only=False)["model"]
+
+
+def test_sigterm_checkpoints_exits_143_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
+    slow = {"RT_SLEEP": "0.08", "RT_EVERY": "10"}
+    ref = tmp_path / "ref"
+    run = Run(launch_cmd("rt_tasks:slow"), guard_env(ref, **slow), tmp_path / "ref.log")
+    assert run.wait(120) == 0, run.output()[-3000:]
+
+    art = tmp_path / "interrupted"
+    run = Run(launch_cmd("rt_tasks:slow"), guard_env(art, **slow), tmp_path / "int.log")
+    wait_for(lambda: 10 in manifest_steps(art / "checkpoints"), 90, "the step-10 checkpoint")
+    os.kill(run.proc.pid, signal.SIGTERM)
+    assert run.wait(60) == ec.PREEMPTED, run.output()[-3000:]
+    (attempt,) = run_dirs(art)
+    rec = run_record(attempt)
+    assert rec["exit_code"] == 143 and rec["exit_name"] == "preempted"
+    pre = {r: load_json(attempt / f"failure-rank{r}.json") for r in (0, 1)}
+    assert {p["kind"] for p in pre.values()} == {"preempted"}
+    stopped = pre[0]["checkpoint_step"]
+    assert pre[0]["agreed"] is True and stopped > 10 and stopped < 32
+    assert manifest_steps(art / "checkpoints")[0] == stopped  # the final checkpoint
+
+    run = Run(launch_cmd("rt_tasks:slow"), guard_env(art, **slow), tmp_path / "resume.log")
+    assert run.wait(120) == 0, run.output()[-3000:]
+    assert f"resumed from {art / 'checkpoints' / f'ckpt-{stopped:09d}.pt'}" in run.output()
+    want, got = final_params(ref), final_params(art)
+    assert want.keys() == got.keys()
+    for name in want:
+        assert torch.equal(want[name], got[name]), name
+
+
+def test_rank0_only_branch_hang_is_retryable_then_final(tmp_path: Path, artifacts: Path) -> None:
+    mark = tmp_path / "hang-started"
+    env = guard_env(artifacts, RT_MARK=str(mark))
+    run = Run(launch_cmd("rt_tasks:rank0_hang"), env, tmp_path / "hang1.log")
+    assert run.wait(120) == ec.HANG, run.output()[-3000:]
+    after_hang = time.time() - float(mark.read_text())
+    assert after_hang < WATCHDOG + 6.0, f"launch ended {after_hang:.1f} s after the hang began"
+
+    (attempt,) = run_dirs(artifacts)
+    rec = run_record(attempt)
+    assert rec["suspected_stuck_ranks"] == [0]
+    assert rec["causes"] == {"1": "hang"}
+    stuck, victim = load_json(attempt / "failure-rank0.json"), load_json(attempt / "failure-rank1.json")
+    assert (stuck["kind"], stuck["rank"], stuck["phase"], stuck["step"]) == ("terminated", 0, "checkpoint", 3)
+    assert (victim["kind"], victim["rank"], victim["phase"]) == ("hang", 1, "step")
+    assert WATCHDOG <= victim["since_beat_s"] < WATCHDOG + 1.0
+    assert "_hang_hook" in (attempt / "stacks-rank0.txt").read_text()  # every rank's stack
+    assert "backward" in (attempt / "stacks-rank1.txt").read_text()
+    assert (attempt / "fr-rank1.pkl").stat().st_size > 0
+    assert (attempt / "trace-rank1.jsonl").read_text().count('"phase": "step"') >= 3
+
+    mark.unlink()
+    run = Run(launch_cmd("rt_tasks:rank0_hang"), env, tmp_path / "hang2.log")
+    assert run.wait(120) == ec.HANG_LIMIT, run.output()[-3000:]
+    rec = run_record(run_dirs(artifacts)[-1])
+    assert rec["retryable"] is False and rec["hang_streak"]["streak"] == 2
+    assert "resumed from" in run.output()
+
+
+def test_same_hang_without_guards_lasts_until_pg_timeout(tmp_path: Path, artifacts: Path) -> None:
+    env = guard_env(artifacts, K8SDDP_PG_TIMEOUT_SECONDS="15")
+    run = Run(torchrun(["-m", "k8sddp.runtime.plain", "--task", "rt_tasks:rank0_hang"]), env,
+              tmp_path / "plain.log")
+    rc = run.wait(120)
+    assert rc == 1  # torchrun: 1 whatever the worker did
+    assert run.elapsed is not None and run.elapsed >= 15.0
+    assert "Timed out" in run.output() or "timed out" in run.output()
+
+
+def test_sigkill_of_a_rank_ends_within_bound(tmp_path: Path, artifacts: Path) -> None:
+    env = guard_env(artifacts, RT_SLEEP="0.1", RT_EVERY="1000")
+    run = Run(launch_cmd("rt_tasks:slow"), env, tmp_path / "kill.log")
+    attempt = wait_for(lambda: run_dirs(artifacts), 60, "the attempt folder")[0]
+    started = wait_for(lambda: (attempt / "started-rank1.json").exists() and
+                       load_json(attempt / "started-rank1.json"), 60, "rank 1")
+    wait_for(lambda: '"step": 5' in (attempt / "trace-rank1.jsonl").read_text(), 60, "step 5")
+    killed_at = time.monotonic()
+    os.kill(started["pid"], signal.SIGKILL)
+    assert run.wait(60) == ec.WORKER_KILLED, run.output()[-3000:]
+    assert time.monotonic() - killed_at < 15.0
+    rec = run_record(attempt)
+    assert rec["ranks"]["1"]["kind"] == "vanished"
+    assert rec["ranks"]["0"]["kind"] in ("terminated", "comm")  # torn down, or saw the peer go
+
+
+def test_writer_killed_mid_checkpoint_resumes_from_last_good(tmp_path: Path, artifacts: Path) -> None:
+    env = guard_env(artifacts, RT_KILL_STEP="6")
+    run = Run(launch_cmd("rt_tasks:ckpt_kill"), env, tmp_path / "ck1.log")
+    assert run.wait(120) == ec.WORKER_KILLED, run.output()[-3000:]
+    folder = artifacts / "checkpoints"
+    assert manifest_steps(folder)[0] == 4  # step 6 never got its manifest
+    assert newest_valid(folder)[0] == 4
+
+    run = Run(launch_cmd("rt_tasks:ckpt_kill"), env, tmp_path / "ck2.log")
+    assert run.wait(120) == 0, run.output()[-3000:]
+    assert f"resumed from {folder / 'ckpt-000000004.pt'} (step 4)" in run.output()
+    assert not [p for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_exception_in_task_is_final_with_traceback(tmp_path: Path, artifacts: Path) -> None:
+    run = Run(launch_cmd("rt_tasks:boom"), guard_env(artifacts), tmp_path / "boom.log")
+    assert run.wait(120) == ec.TASK_ERROR, run.output()[-3000:]
+    rec = run_record(run_dirs(artifacts)[0])
+    assert rec["retryable"] is False and rec["causes"] == {"1": "exception"}
+    assert "ValueError: boom" in rec["tracebacks"]["1"] and "_boom_hook" in rec["tracebacks"]["1"]
+    assert any("boom" in line for line in rec["failure_log_tail"])
