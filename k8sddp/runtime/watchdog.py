@@ -131,6 +131,9 @@ class Watchdog:
             constructor must then run in the main thread).
         stall_exit_code: the exit code when ``on_stall`` returns.
         fire_grace_s: seconds the hard stop allows ``on_stall`` to finish its dumps.
+        hard_stop: arm the C-level hard stop (``False``: the soft watchdog only).
+        exit_on_stall: ``os._exit(stall_exit_code)`` after ``on_stall`` (``False``: the thread
+            just ends; for embedding and tests).
     """
 
     def __init__(
@@ -146,6 +149,7 @@ class Watchdog:
         stall_exit_code: int = 142,
         fire_grace_s: float = 10.0,
         hard_stop: bool = True,
+        exit_on_stall: bool = True,
     ) -> None:
         self.hb = heartbeat
         self._on_stall = on_stall
@@ -156,6 +160,7 @@ class Watchdog:
         self._exit_code = stall_exit_code
         self._fire_grace = fire_grace_s
         self._hard = hard_stop
+        self._exit_on_stall = exit_on_stall
         self._lock = threading.Lock()
         self._stopping = False
         self._timer: tuple[float, Callable[[], None]] | None = None
@@ -287,4 +292,5 @@ class Watchdog:
         try:
             self._on_stall(stall)
         finally:
-            os._exit(self._exit_code)
+            if self._exit_on_stall:
+                os._exit(self._exit_code)
