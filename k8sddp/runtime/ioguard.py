@@ -54,11 +54,11 @@ class Rank0IO:
         self.hb = heartbeat
         self._n = 0
 
-    def _barrier(self, n: int, timeout: dt.timedelta) -> None:
-        arrived = self.store.add(f"{_PREFIX}{n}/in", 1)
+    def _barrier(self, store: Any, n: int, timeout: dt.timedelta) -> None:
+        arrived = store.add(f"{_PREFIX}{n}/in", 1)
         if arrived == self.world:
-            self.store.set(f"{_PREFIX}{n}/go", "1")
-        self.store.wait([f"{_PREFIX}{n}/go"], timeout)
+            store.set(f"{_PREFIX}{n}/go", "1")
+        store.wait([f"{_PREFIX}{n}/go"], timeout)
 
     @contextlib.contextmanager
     def __call__(self, phase: str = "checkpoint") -> Iterator[bool]:
@@ -72,7 +72,7 @@ class Rank0IO:
             return
         timeout = dt.timedelta(seconds=self.hb.budget_of(phase) * 1.25 + 1.0)
         try:
-            self._barrier(n, timeout)
+            self._barrier(self.store, n, timeout)
         except Exception as exc:
             raise Rank0IOTimeout(f"rank0_io({phase!r}): ranks did not all arrive within "
                                f"{timeout.total_seconds():g} s: {exc}") from exc

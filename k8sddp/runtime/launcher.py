@@ -36,8 +36,8 @@ from .._version import __version__
 from ..errors import UsageError
 from . import exitcodes as ec
 from .artifacts import ArtifactDir, RunDir, read_json, write_json_atomic
-from .config import CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
 from .checkpoint_files import newest_complete_step
+from .config import CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
 from .outcome import Outcome, apply_hang_streak, decide
 
 #: Lines of the command's output kept for the run record's failure-log tail.

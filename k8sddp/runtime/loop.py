@@ -222,7 +222,7 @@ class TrainingLoop:
         if self.p.world_size > 1:
             dist.all_reduce(total)
         result = {"step": self.step, "epoch": self.epoch,
-                  "eval_loss": float(total[0] / max(total[1], 1))}
+                  "eval_loss": float(total[0] / total[1].clamp(min=1))}
         self.eval_results.append(result)
         with self.rank0_io("eval") as writer:
             if writer and self.reporter.run is not None:

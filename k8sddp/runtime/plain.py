@@ -11,6 +11,7 @@ import argparse
 import datetime as dt
 import os
 import sys
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -32,7 +33,7 @@ def train_plain(task: Task, *, rank: int, world_size: int, seed: int = 0, steps:
     optimizer = task.build_optimizer(ddp.parameters())
     torch.manual_seed(seed + rank)
     dataset = task.build_dataset()
-    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    sampler: DistributedSampler[Any] = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     loader = DataLoader(dataset, batch_size=task.batch_size, sampler=sampler)
     hb = Heartbeat({}, 1e9)  # only for the task's hook; nobody watches it
     io = Rank0IO(rank=rank, world_size=1, store=None, heartbeat=hb)

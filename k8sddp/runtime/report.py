@@ -109,9 +109,9 @@ class Reporter:
         if self.run is None:
             return None
         try:
-            from torch._C._distributed_c10d import _dump_fr_trace
+            import torch._C._distributed_c10d as c10d
 
-            data = _dump_fr_trace()
+            data = c10d._dump_fr_trace()  # type: ignore[attr-defined]
         except Exception as exc:  # private API: absent or failing on some builds
             with contextlib.suppress(OSError, ValueError):
                 sys.stderr.write(f"k8sddp train: rank {self.rank}: no flight-recorder dump: {exc}\n")
@@ -131,10 +131,9 @@ class Reporter:
         text = "".join(
             json.dumps({"rank": self.rank, "step": s, "phase": p, "mono": round(m, 6),
                         "wall": round(m + off, 6)}) + "\n" for s, p, m in entries)
-        with self._lock:
-            with contextlib.suppress(OSError, ValueError):
-                self._trace.write(text)
-                self._trace.flush()
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._trace.write(text)
+            self._trace.flush()
 
     def flush(self) -> None:
         """Write the heartbeat's buffered entries."""

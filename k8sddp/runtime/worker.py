@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from .. import guardvars as gv
 from ..errors import UsageError
@@ -81,7 +82,7 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None) -> int:
         cfg = RuntimeConfig.from_env(env)
     except UsageError as exc:
         if raw_run:
-            Reporter(RunDir(raw_run), rank=rank, local_rank=local_rank, world_size=world).failure(
+            Reporter(RunDir(Path(raw_run)), rank=rank, local_rank=local_rank, world_size=world).failure(
                 "config", exit_code=ec.CONFIG_ERROR, message=str(exc))
         raise
     run = RunDir(cfg.run_dir) if cfg.run_dir else None

@@ -145,3 +145,16 @@ def test_exception_in_task_is_final_with_traceback(tmp_path: Path, artifacts: Pa
     assert rec["retryable"] is False and rec["causes"] == {"1": "exception"}
     assert "ValueError: boom" in rec["tracebacks"]["1"] and "_boom_hook" in rec["tracebacks"]["1"]
     assert any("boom" in line for line in rec["failure_log_tail"])
+
+
+def test_gil_starved_rank_is_ended_by_the_hard_stop(tmp_path: Path, artifacts: Path) -> None:
+    # Rank 0 holds the GIL inside one C call: its watchdog thread cannot run, so neither its
+    # soft watchdog nor its SIGTERM path can; the C-level hard stop (SIGALRM) must end it.
+    run = Run(launch_cmd("rt_tasks:gil_hog"), guard_env(artifacts), tmp_path / "gil.log")
+    assert run.wait(120) == ec.HANG, run.output()[-3000:]
+    rec = run_record(run_dirs(artifacts)[0])
+    assert rec["ranks"]["0"]["kind"] == "hang-hard"
+    assert rec["suspected_stuck_ranks"] == [0]
+    stacks = (run_dirs(artifacts)[0] / "stacks-rank0.txt").read_text()
+    assert "Timeout (" in stacks and "_gil_hook" in stacks
+    assert "exitcode  : -14" in run.output()  # killed by SIGALRM, not after torchrun's 30 s

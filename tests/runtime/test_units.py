@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, guard_env
 
 from k8sddp.cli import main
 from k8sddp.errors import UsageError
@@ -29,8 +30,6 @@ from k8sddp.runtime.checkpoint_files import (
 from k8sddp.runtime.config import RuntimeConfig, check_guard_env, parse_phase_timeouts
 from k8sddp.runtime.outcome import apply_hang_streak, decide
 from k8sddp.runtime.watchdog import Heartbeat, Stall, Watchdog
-
-from conftest import REPO, guard_env
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -197,7 +196,7 @@ def test_hard_stop_ends_a_gil_starved_process_with_sigalrm(tmp_path: Path) -> No
                           capture_output=True, text=True, timeout=60)
     elapsed = time.monotonic() - t0
     assert proc.returncode == -14, proc.stderr  # SIGALRM: the shell and the kubelet see 142
-    assert 128 + 14 == ec.HANG
+    assert ec.HANG == 128 + 14
     text = stacks.read_text()
     assert "Timeout (" in text and "<module>" in text
     assert elapsed < 1.0 + 0.25 + 0.5 + 0.5 + 8.0  # budget + period + margin + kill delay + startup
