@@ -245,6 +245,7 @@ class TrainingLoop:
         task, hb, stop, p = self.task, self.hb, self.stop, self.p
         max_steps = task.max_steps
         non_blocking = p.device.type == "cuda"
+        on_accelerator = p.device.type != "cpu"
         first = True
         while self.epoch < task.epochs and not (max_steps is not None and self.step >= max_steps):
             self.sampler.set_epoch(self.epoch)
@@ -263,7 +264,8 @@ class TrainingLoop:
                         break
                     hb.beat(self.step, "init" if first else "step")
                     first = False
-                    batch = to_device(batch, p.device, non_blocking)
+                    if on_accelerator:
+                        batch = to_device(batch, p.device, non_blocking)
                     loss = task.loss(self.ddp, batch)
                     self.optimizer.zero_grad(set_to_none=True)
                     loss.backward()
