@@ -77,8 +77,8 @@ def hang_task() -> Any:
 def _seg_median(stamps: list[tuple[float, float]]) -> tuple[float, float]:
     """Median wall and main-thread CPU seconds between consecutive steps, after the warm-up."""
     kept = stamps[WORKER_STEPS_WARMUP:]
-    wall = [b[0] - a[0] for a, b in zip(kept, kept[1:])]
-    cpu = [b[1] - a[1] for a, b in zip(kept, kept[1:])]
+    wall = [b[0] - a[0] for a, b in zip(kept, kept[1:], strict=False)]
+    cpu = [b[1] - a[1] for a, b in zip(kept, kept[1:], strict=False)]
     return statistics.median(wall), statistics.median(cpu)
 
 
@@ -147,7 +147,7 @@ def step_overhead(rounds: int, steps: int) -> dict[str, Any]:
     for i, clock in enumerate(("wall", "cpu")):
         plain = [seg[i] for seg in data["plain"]]
         guarded = [seg[i] for seg in data["guarded"]]
-        ratios = sorted(g / p - 1 for p, g in zip(plain, guarded))
+        ratios = sorted(g / p - 1 for p, g in zip(plain, guarded, strict=True))
         q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
         result[clock] = {
             "plain_step_ms_median": round(statistics.median(plain) * 1e3, 4),

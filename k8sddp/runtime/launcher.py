@@ -8,7 +8,7 @@ What it does, in order (``docs/runtime.md``, "launch"):
    ``K8SDDP_RUN_DIR``;
 3. runs CMD, copying its stdout/stderr through (keeping the last lines for the run record),
    forwarding SIGTERM/SIGINT/SIGHUP/SIGQUIT to it (SIGTERM/SIGINT first drop the ``preempt``
-   marker so workers write a final checkpoint) and SIGUSR1/SIGUSR2 straight to the workers
+   marker so workers write a final checkpoint) and SIGUSR1 straight to the workers
    (whose faulthandler then dumps their stacks); as PID 1 it also reaps orphans;
 4. maps the outcome to the pod's exit code (:mod:`k8sddp.runtime.outcome`) and writes the run record.
 """
@@ -43,7 +43,7 @@ from .outcome import Outcome, apply_hang_streak, decide
 #: Lines of the command's output kept for the run record's failure-log tail.
 TAIL_LINES = 80
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
-TO_WORKERS = (signal.SIGUSR1, signal.SIGUSR2)
+TO_WORKERS = (signal.SIGUSR1,)
 
 
 def _utc() -> str:

@@ -115,6 +115,10 @@ def test_sigkill_of_a_rank_ends_within_bound(tmp_path: Path, artifacts: Path) ->
     started = wait_for(lambda: (attempt / "started-rank1.json").exists() and
                        load_json(attempt / "started-rank1.json"), 60, "rank 1")
     wait_for(lambda: '"step": 5' in (attempt / "trace-rank1.jsonl").read_text(), 60, "step 5")
+    os.kill(run.proc.pid, signal.SIGUSR1)  # the launcher passes it to every worker: stacks on demand
+    for rank in (0, 1):
+        wait_for(lambda r=rank: "most recent call first" in (attempt / f"stacks-rank{r}.txt").read_text(),
+                 30, f"rank {rank}'s stack dump")
     killed_at = time.monotonic()
     os.kill(started["pid"], signal.SIGKILL)
     assert run.wait(60) == ec.WORKER_KILLED, run.output()[-3000:]
