@@ -7,11 +7,9 @@
 # guard variables that `k8sddp render` writes into the manifest (they are deliberately NOT baked
 # in here, so a hand-written manifest that lacks them is caught), runs torchrun, and turns the
 # workers' outcome into an exit code the operator's restartPolicy: ExitCode understands.
-# Render's default container command (docs/runtime.md, "The command render uses"):
-#   command: [k8sddp, launch, --]
-#   args: [torchrun, --nnodes=$(PET_NNODES), --nproc-per-node=$(PET_NPROC_PER_NODE),
-#          --node-rank=$(PET_NODE_RANK), --master-addr=$(MASTER_ADDR), --master-port=$(MASTER_PORT),
-#          -m, k8sddp, train, --task, k8sddp.runtime.demo:task]
+# Render's container command (docs/runtime.md, "The command render uses"):
+#   command: [k8sddp, launch, --, torchrun, --nproc-per-node=N, --master-addr=$(MASTER_ADDR),
+#             --master-port=$(MASTER_PORT), -m, k8sddp, train, --task, MODULE:ATTR, ARGS...]
 ARG BASE=python:3.11-slim
 FROM ${BASE}
 

@@ -19,6 +19,12 @@ from .errors import K8sddpError
 
 #: Subcommand modules under ``k8sddp.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "render",
+    "validate",
+    "fix",
+    "kustomize",
+    "policy",
+    "webhook",
     "launch",
     "train",
 )

@@ -17,8 +17,9 @@ def register(subparsers: Any) -> None:
             "Needs the 'train' extra (torch). See docs/runtime.md."
         ),
     )
-    p.add_argument("--task", required=True, metavar="MODULE:ATTR",
-                   help="the Task to train, e.g. k8sddp.runtime.demo:task")
+    p.add_argument("--task", required=True, nargs=argparse.REMAINDER, metavar="MODULE:ATTR [ARGS...]",
+                   help="the Task to train, e.g. k8sddp.runtime.demo:task; everything after it is "
+                        "passed to the task's factory (k8sddp.runtime.demo:task --epochs 3)")
     p.set_defaults(handler=run)
 
 
@@ -30,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
         from ..errors import UsageError
 
         raise UsageError("k8sddp train needs torch: pip install 'k8sddp[train]'") from None
+    from ..errors import UsageError
     from ..runtime.worker import run_worker
 
-    return run_worker(args.task)
+    if not args.task:
+        raise UsageError("train: --task needs MODULE:ATTR")
+    return run_worker(args.task[0], task_args=list(args.task[1:]))

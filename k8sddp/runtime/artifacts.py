@@ -87,25 +87,32 @@ class RunDir:
         self.path = Path(path)
 
     def started(self, rank: int) -> Path:
+        """``started-rank<R>.json``: a worker's start record."""
         return self.path / f"started-rank{rank}.json"
 
     def failure(self, rank: int) -> Path:
+        """``failure-rank<R>.json``: a worker's failure record."""
         return self.path / f"failure-rank{rank}.json"
 
     def trace(self, rank: int) -> Path:
+        """``trace-rank<R>.jsonl``: a worker's heartbeat trace."""
         return self.path / f"trace-rank{rank}.jsonl"
 
     def stacks(self, rank: int) -> Path:
+        """``stacks-rank<R>.txt``: a worker's faulthandler output."""
         return self.path / f"stacks-rank{rank}.txt"
 
     def flight_recorder(self, rank: int) -> Path:
+        """``fr-rank<R>.pkl``: a worker's flight-recorder dump."""
         return self.path / f"fr-rank{rank}.pkl"
 
     def run_record(self, node: int) -> Path:
+        """``run-node<N>.json``: the launcher's run record of node ``N``."""
         return self.path / f"run-node{node}.json"
 
     @property
     def preempt_marker(self) -> Path:
+        """``preempt``: present once the launcher received SIGTERM or SIGINT."""
         return self.path / "preempt"
 
     def _by_rank(self, pattern: str) -> dict[int, Path]:
@@ -156,14 +163,18 @@ class ArtifactDir:
 
     @property
     def checkpoints(self) -> Path:
+        """``checkpoints/``."""
         return self.root / CHECKPOINTS
 
     @property
     def runs(self) -> Path:
+        """``runs/``: one folder per launcher attempt."""
         return self.root / RUNS
 
     def run(self, attempt: str) -> RunDir:
+        """The folder of attempt ``attempt``."""
         return RunDir(self.runs / attempt)
 
     def launcher_state(self, node: int) -> Path:
+        """``launcher-state-node<N>.json``: node ``N``'s hang streak."""
         return self.root / f"launcher-state-node{node}.json"

@@ -1,4 +1,4 @@
-"""The bundled demo task: ``k8sddp train --task k8sddp.runtime.demo:task``.
+"""The bundled demo task: ``k8sddp train --task k8sddp.runtime.demo:task [--epochs N ...]``.
 
 A small MLP with dropout learning a fixed random linear map from synthetic data (generated from a
 seed, nothing downloaded), with an evaluation set. Dropout makes the run depend on the RNG states,
@@ -7,8 +7,9 @@ so resume tests exercise their restoration. :func:`make_task` builds variants (t
 
 from __future__ import annotations
 
+import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -72,5 +73,23 @@ def make_task(
     )
 
 
-#: The README's demo: 2 epochs over 2,048 synthetic samples, a checkpoint every 20 steps.
-task = make_task(checkpoint_every=20)
+def task(argv: Sequence[str] = ()) -> Task:
+    """The README's demo: ``--task k8sddp.runtime.demo:task [--epochs N] [--samples N]
+    [--batch-size N] [--lr X] [--max-steps N] [--checkpoint-every N] [--num-workers N]``;
+    by default 2 epochs over 2,048 synthetic samples, a checkpoint every 20 steps.
+
+    Raises:
+        SystemExit: bad arguments (argparse; :func:`k8sddp.runtime.task.load_task` reports it).
+    """
+    p = argparse.ArgumentParser(prog="k8sddp.runtime.demo:task", allow_abbrev=False)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--samples", type=int, default=2048)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--num-workers", type=int, default=0)
+    a = p.parse_args(list(argv))
+    return make_task(epochs=a.epochs, samples=a.samples, batch_size=a.batch_size, lr=a.lr,
+                     max_steps=a.max_steps, checkpoint_every=a.checkpoint_every,
+                     num_workers=a.num_workers)

@@ -1,6 +1,7 @@
 """What a training task supplies to ``k8sddp train --task MODULE:ATTR``.
 
-A task is a :class:`Task` (or a zero-argument callable returning one). The loop owns everything
+A task is a :class:`Task`, or a factory returning one that may take the words after
+``--task MODULE:ATTR`` as a list (``--task k8sddp.runtime.demo:task --epochs 3``). The loop owns everything
 distributed (process group, DDP, samplers, checkpoints, watchdog); the task owns the model, the
 data, the loss and the optimizer::
 
@@ -17,7 +18,8 @@ data, the loss and the optimizer::
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -94,13 +96,17 @@ class Task:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def load_task(spec: str) -> Task:
+def load_task(spec: str, args: Sequence[str] = ()) -> Task:
     """Import ``"package.module:attr"`` and return the :class:`Task` it names.
 
-    ``attr`` may be a :class:`Task` or a zero-argument callable returning one.
+    ``attr`` may be a :class:`Task` (then ``args`` must be empty) or a factory returning one:
+    called with ``args`` (a list of strings, the words after ``--task MODULE:ATTR``) when it takes
+    a parameter, without arguments otherwise. A factory that raises ``SystemExit`` (argparse on
+    bad arguments) becomes a :class:`~k8sddp.errors.UsageError`.
 
     Raises:
-        UsageError: a malformed spec, an import error, a missing attribute, or not a Task.
+        UsageError: a malformed spec, an import error, a missing attribute, arguments the task
+            does not take or rejects, or not a Task.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -114,8 +120,21 @@ def load_task(spec: str) -> Task:
         if not hasattr(obj, part):
             raise UsageError(f"--task {spec!r}: {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if not isinstance(obj, Task) and callable(obj):
-        obj = obj()
+    args = list(args)
+    if isinstance(obj, Task):
+        if args:
+            raise UsageError(f"--task {spec!r} is a Task, not a factory: it takes no arguments ({args})")
+    elif callable(obj):
+        try:
+            takes_args = bool(inspect.signature(obj).parameters)
+        except (TypeError, ValueError):
+            takes_args = False
+        if args and not takes_args:
+            raise UsageError(f"--task {spec!r} takes no arguments ({args})")
+        try:
+            obj = obj(args) if takes_args else obj()
+        except SystemExit as exc:
+            raise UsageError(f"--task {spec!r}: bad task arguments {args} (exit {exc.code})") from None
     if not isinstance(obj, Task):
         raise UsageError(f"--task {spec!r}: {type(obj).__name__} is not a k8sddp.runtime.task.Task")
     return obj

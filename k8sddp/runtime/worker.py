@@ -25,7 +25,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .. import guardvars as gv
@@ -67,8 +67,14 @@ def _int_env(env: Mapping[str, str], name: str, default: int) -> int:
     return int(raw) if raw.isdigit() else default
 
 
-def run_worker(task_spec: str, env: Mapping[str, str] | None = None) -> int:
+def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
+               task_args: Sequence[str] = ()) -> int:
     """Run one worker; returns 0 on success (failure paths end the process themselves).
+
+    Args:
+        task_spec: ``MODULE:ATTR`` naming the task.
+        env: the environment (default ``os.environ``).
+        task_args: arguments for the task's factory (:func:`k8sddp.runtime.task.load_task`).
 
     Raises:
         UsageError: bad configuration or ``--task`` (after writing a ``config`` record).
@@ -88,7 +94,7 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None) -> int:
     run = RunDir(cfg.run_dir) if cfg.run_dir else None
     reporter = Reporter(run, rank=rank, local_rank=local_rank, world_size=world)
     try:
-        task: Task = load_task(task_spec)
+        task: Task = load_task(task_spec, task_args)
     except UsageError as exc:
         reporter.failure("config", exit_code=ec.CONFIG_ERROR, message=str(exc))
         raise
@@ -125,7 +131,7 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None) -> int:
         with contextlib.suppress(Exception):
             nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
     reporter.started({
-        "task": task_spec, "backend": backend, "device": str(device), "seed": cfg.seed,
+        "task": task_spec, "task_args": list(task_args), "backend": backend, "device": str(device), "seed": cfg.seed,
         "torch_version": torch.__version__, "nccl_version": nccl, "cuda_version": torch.version.cuda,
         "python": sys.version.split()[0], "pg_timeout_s": cfg.pg_timeout_s,
         "watchdog_timeout_s": cfg.watchdog_timeout_s, "budgets": cfg.budgets,

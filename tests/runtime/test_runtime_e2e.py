@@ -16,7 +16,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import (  # noqa: E402
+from k8sddp.runtime import exitcodes as ec  # noqa: E402
+from k8sddp.runtime.checkpoint_files import manifest_steps, newest_valid  # noqa: E402
+from tests.runtime.helpers import (  # noqa: E402
     Run,
     guard_env,
     launch_cmd,
@@ -26,9 +28,6 @@ from conftest import (  # noqa: E402
     torchrun,
     wait_for,
 )
-
-from k8sddp.runtime import exitcodes as ec  # noqa: E402
-from k8sddp.runtime.checkpoint_files import manifest_steps, newest_valid  # noqa: E402
 
 pytestmark = pytest.mark.slow
 WATCHDOG = 4.0  # K8SDDP_WATCHDOG_TIMEOUT_SECONDS in guard_env
@@ -162,3 +161,38 @@ def test_gil_starved_rank_is_ended_by_the_hard_stop(tmp_path: Path, artifacts: P
     stacks = (run_dirs(artifacts)[0] / "stacks-rank0.txt").read_text()
     assert "Timeout (" in stacks and "_gil_hook" in stacks
     assert "exitcode  : -14" in run.output()  # killed by SIGALRM, not after torchrun's 30 s
+
+
+def test_the_command_render_writes_runs_the_demo(tmp_path: Path) -> None:
+    # The contract between render and the runtime: the Master's command and env from rendering
+    # examples/ddpjob.yaml, with the variables the operator injects (one node here) expanded as
+    # the kubelet does, run to success.
+    import re
+    import sys
+
+    from k8sddp.render import load_spec, render_spec
+    from tests.runtime.helpers import REPO, free_port
+
+    spec = load_spec(str(REPO / "examples" / "ddpjob.yaml"),
+                     sets=[f"spec.checkpoint.mountPath={tmp_path / 'ckpt'}"])
+    (job,) = render_spec(spec).objects
+    (container,) = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"]
+    operator = {"PET_NNODES": "1", "PET_NODE_RANK": "0", "PET_NPROC_PER_NODE": "2",
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2",
+                "RANK": "0", "PYTHONUNBUFFERED": "1"}
+    env = guard_env(tmp_path / "unused")
+    for name in list(env):
+        if name.startswith(("K8SDDP_", "TORCH_", "PYTHONFAULT")):
+            del env[name]
+    env.update({e["name"]: e["value"] for e in container["env"]})
+    env.update(operator)
+    argv = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in container["command"]]
+    assert argv[:4] == ["k8sddp", "launch", "--", "torchrun"]
+    argv = [sys.executable, "-m", "k8sddp", "launch", "--", sys.executable, "-m",
+            "torch.distributed.run", *argv[4:]]
+    run = Run(argv, env, tmp_path / "render.log")
+    assert run.wait(180) == 0, run.output()[-3000:]
+    art = Path(env["K8SDDP_ARTIFACT_DIR"])
+    rec = run_record(run_dirs(art)[0])
+    assert rec["seed"] == 1234 and rec["world_size"] == 2
+    assert newest_valid(art / "checkpoints")[0] == 3 * 2048 // (2 * 32)  # --epochs 3 reached the task

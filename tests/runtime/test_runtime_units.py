@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, guard_env
 
 from k8sddp.cli import main
 from k8sddp.errors import UsageError
@@ -30,6 +29,7 @@ from k8sddp.runtime.checkpoint_files import (
 from k8sddp.runtime.config import RuntimeConfig, check_guard_env, parse_phase_timeouts
 from k8sddp.runtime.outcome import apply_hang_streak, decide
 from k8sddp.runtime.watchdog import Heartbeat, Stall, Watchdog
+from tests.runtime.helpers import REPO, guard_env
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -265,3 +265,17 @@ def test_launch_plain_command_outcomes(tmp_path: Path, monkeypatch) -> None:
     assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.SUCCESS
     # a command that fails before any worker started (torchrun's rendezvous, say): retryable
     assert main(["launch", "--", sys.executable, "-c", "raise SystemExit(1)"]) == ec.NOT_STARTED
+
+
+def test_load_task_passes_arguments_to_factories() -> None:
+    pytest.importorskip("torch")
+    from k8sddp.runtime.task import load_task
+
+    task = load_task("k8sddp.runtime.demo:task", ["--epochs", "3", "--batch-size", "16"])
+    assert (task.epochs, task.batch_size) == (3, 16)
+    with pytest.raises(UsageError, match="bad task arguments"):
+        load_task("k8sddp.runtime.demo:task", ["--epoch", "3"])
+    with pytest.raises(UsageError, match="cannot import"):
+        load_task("no.such.module:task")
+    with pytest.raises(UsageError, match="MODULE:ATTR"):
+        load_task("k8sddp.runtime.demo")
