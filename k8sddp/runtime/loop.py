@@ -72,17 +72,34 @@ def to_device(batch: Any, device: torch.device, non_blocking: bool) -> Any:
     return batch
 
 
-def _worker_init(worker_id: int) -> None:
-    # DataLoader workers are forked from a process whose SIGTERM belongs to the stop protocol
-    # and whose signal wakeup fd is the watchdog's pipe: give them the defaults back.
-    import faulthandler
-    import signal
+class _WorkerInit:
+    """DataLoader ``worker_init_fn``: detach a worker from the parent's signal handling, then run
+    the task's own ``worker_init_fn`` (if any).
 
-    with contextlib.suppress(Exception):
-        faulthandler.unregister(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
+    torchrun stops a worker with ``killpg`` (torch/distributed/elastic/multiprocessing/
+    subprocess_handler), so SIGTERM reaches the DataLoader's worker processes too. Dying on it
+    would make the parent's next batch fail ("DataLoader worker exited unexpectedly") before the
+    final checkpoint; so they ignore SIGTERM and SIGINT and end with their parent (the DataLoader
+    workers watch it) or torchrun's SIGKILL. They also drop the inherited faulthandler
+    registration and the signal wakeup fd (the parent's watchdog pipe).
+    """
+
+    def __init__(self, inner: Any = None) -> None:
+        self.inner = inner
+
+    def __call__(self, worker_id: int) -> None:
+        """Run in each DataLoader worker at start."""
+        import faulthandler
+        import signal
+
+        with contextlib.suppress(Exception):
+            faulthandler.unregister(signal.SIGTERM)
+            faulthandler.unregister(signal.SIGUSR1)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.set_wakeup_fd(-1)
+        if self.inner is not None:
+            self.inner(worker_id)
 
 
 @dataclass
@@ -144,7 +161,7 @@ class TrainingLoop:
             dataset, batch_size=task.batch_size, sampler=self.sampler,
             num_workers=task.num_workers, pin_memory=cuda,
             persistent_workers=task.num_workers > 0, generator=self.generator,
-            worker_init_fn=_worker_init if task.num_workers > 0 else None)
+            worker_init_fn=_WorkerInit() if task.num_workers > 0 else None)
         self.eval_loader = None
         if task.build_eval_dataset is not None:
             eval_ds = task.build_eval_dataset()

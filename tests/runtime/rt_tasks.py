@@ -83,3 +83,10 @@ def _gil_hook(ctx: StepContext) -> None:
 def gil_hog():
     """Rank 0 holds the GIL inside one C call after step 3 (only the hard stop can end it)."""
     return make_task(samples=512, epochs=1, on_step_end=_gil_hook, name="gil-hog")
+
+
+def slow_workers():
+    """:func:`slow` with two DataLoader worker processes per rank (persistent)."""
+    task = slow()
+    task.num_workers = 2
+    return task

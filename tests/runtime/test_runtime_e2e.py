@@ -39,14 +39,26 @@ def final_params(artifacts: Path) -> dict[str, torch.Tensor]:
     return torch.load(path, weights_only=False)["model"]
 
 
-def test_sigterm_checkpoints_exits_143_and_resume_matches_uninterrupted(tmp_path: Path) -> None:
-    slow = {"RT_SLEEP": "0.08", "RT_EVERY": "10"}
-    ref = tmp_path / "ref"
-    run = Run(launch_cmd("rt_tasks:slow"), guard_env(ref, **slow), tmp_path / "ref.log")
-    assert run.wait(120) == 0, run.output()[-3000:]
+SLOW = {"RT_SLEEP": "0.08", "RT_EVERY": "10"}
 
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, torch.Tensor]:
+    """Final parameters of an uninterrupted ``rt_tasks:slow`` run (DataLoader worker processes
+    change neither the data order nor the main process's RNG, so both variants share it)."""
+    ref = tmp_path_factory.mktemp("uninterrupted")
+    run = Run(launch_cmd("rt_tasks:slow"), guard_env(ref / "a", **SLOW), ref / "ref.log")
+    assert run.wait(120) == 0, run.output()[-3000:]
+    return final_params(ref / "a")
+
+
+@pytest.mark.parametrize("task", ["rt_tasks:slow", "rt_tasks:slow_workers"])
+def test_sigterm_checkpoints_exits_143_and_resume_matches_uninterrupted(
+        tmp_path: Path, task: str, uninterrupted: dict[str, torch.Tensor]) -> None:
+    # slow_workers: DataLoader worker processes, which torchrun's killpg also signals
+    slow = SLOW
     art = tmp_path / "interrupted"
-    run = Run(launch_cmd("rt_tasks:slow"), guard_env(art, **slow), tmp_path / "int.log")
+    run = Run(launch_cmd(task), guard_env(art, **slow), tmp_path / "int.log")
     wait_for(lambda: 10 in manifest_steps(art / "checkpoints"), 90, "the step-10 checkpoint")
     os.kill(run.proc.pid, signal.SIGTERM)
     assert run.wait(60) == ec.PREEMPTED, run.output()[-3000:]
@@ -59,10 +71,10 @@ def test_sigterm_checkpoints_exits_143_and_resume_matches_uninterrupted(tmp_path
     assert pre[0]["agreed"] is True and stopped > 10 and stopped < 32
     assert manifest_steps(art / "checkpoints")[0] == stopped  # the final checkpoint
 
-    run = Run(launch_cmd("rt_tasks:slow"), guard_env(art, **slow), tmp_path / "resume.log")
+    run = Run(launch_cmd(task), guard_env(art, **slow), tmp_path / "resume.log")
     assert run.wait(120) == 0, run.output()[-3000:]
     assert f"resumed from {art / 'checkpoints' / f'ckpt-{stopped:09d}.pt'}" in run.output()
-    want, got = final_params(ref), final_params(art)
+    want, got = uninterrupted, final_params(art)
     assert want.keys() == got.keys()
     for name in want:
         assert torch.equal(want[name], got[name]), name
