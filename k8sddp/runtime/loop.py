@@ -5,7 +5,11 @@ the task's ``on_step_end``, the stop check, periodic checkpoints. Per epoch: ``s
 ``DistributedSampler``, one small all-reduce comparing the ranks' batch counts (uneven counts run
 under DDP's ``join()``, which costs an extra all-reduce per step and is therefore used only then),
 evaluation on every rank through ``ddp.module`` (rank-0-only evaluation through the DDP wrapper is
-itself a hang: ``../shared/reference/NOTES.md``), and a checkpoint. Resumes from the newest complete
+itself a hang: ``../shared/reference/NOTES.md``), and a checkpoint. A task's ``IterableDataset``
+shards itself per rank (no sampler; ``set_epoch`` is called on it when it has one) and always runs
+under ``join()``; inside such an uneven epoch there are no periodic checkpoints and SIGTERM is
+honoured at the epoch's end (the only point all ranks reach), and the step counts are re-synced to
+the largest afterwards. Resumes from the newest complete
 checkpoint (model, optimizer, step, epoch, position in the epoch, every rank's RNG states), so an
 interrupted and resumed run reaches the same parameters as an uninterrupted one.
 """
@@ -23,8 +27,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.join import Join, Joinable, JoinHook
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.utils.data import DataLoader, DistributedSampler
+from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
 
 from . import checkpoint as ckpt
 from .artifacts import ArtifactDir
@@ -102,6 +107,39 @@ class _WorkerInit:
             self.inner(worker_id)
 
 
+class _BeatHook(JoinHook):
+    def __init__(self, loop: TrainingLoop) -> None:
+        self.loop = loop
+
+    def main_hook(self) -> None:
+        """One step shadowed for the ranks that still have data: that is progress."""
+        self.loop.hb.beat(self.loop.step, "step")
+
+
+class _BeatWhileJoined(Joinable):
+    """A :class:`~torch.distributed.algorithms.join.Joinable` without collectives of its own:
+    only its join hook, which beats the heartbeat while this rank shadows the others."""
+
+    def __init__(self, loop: TrainingLoop, device: torch.device) -> None:
+        super().__init__()
+        self.loop = loop
+        self.device = device
+
+    def join_hook(self, **kwargs: Any) -> JoinHook:
+        """The hook Join calls once per shadowed step."""
+        return _BeatHook(self.loop)
+
+    @property
+    def join_device(self) -> torch.device:
+        """Device of the join all-reduce (the worker's device)."""
+        return self.device
+
+    @property
+    def join_process_group(self) -> Any:
+        """The default process group (the one DDP uses)."""
+        return dist.group.WORLD
+
+
 @dataclass
 class Place:
     """Where this worker runs: ranks and device."""
@@ -153,9 +191,10 @@ class TrainingLoop:
         self.ddp = DDP(self.model, device_ids=[p.device.index] if cuda else None)
         self.optimizer = task.build_optimizer(self.ddp.parameters())
         seed_all(cfg.seed + p.rank)
-        dataset = task.build_dataset()
-        self.sampler = ResumableSampler(dataset, num_replicas=p.world_size, rank=p.rank,
-                                        shuffle=True, seed=cfg.seed)
+        self.dataset = dataset = task.build_dataset()
+        # An IterableDataset shards itself (per rank); its batch counts may differ between ranks.
+        self.sampler = None if isinstance(dataset, IterableDataset) else ResumableSampler(
+            dataset, num_replicas=p.world_size, rank=p.rank, shuffle=True, seed=cfg.seed)
         self.generator = torch.Generator()
         self.loader = DataLoader(
             dataset, batch_size=task.batch_size, sampler=self.sampler,
@@ -166,10 +205,11 @@ class TrainingLoop:
         if task.build_eval_dataset is not None:
             eval_ds = task.build_eval_dataset()
             if eval_ds is not None:
+                sharded = isinstance(eval_ds, IterableDataset)
                 self.eval_loader = DataLoader(
                     eval_ds, batch_size=task.batch_size, pin_memory=cuda,
-                    sampler=DistributedSampler(eval_ds, num_replicas=p.world_size, rank=p.rank,
-                                               shuffle=False))
+                    sampler=None if sharded else DistributedSampler(
+                        eval_ds, num_replicas=p.world_size, rank=p.rank, shuffle=False))
 
     def _resume(self) -> None:
         if self.ckpt_dir is None:
@@ -247,9 +287,25 @@ class TrainingLoop:
                     fh.write(json.dumps(result) + "\n")
         return result
 
+    def _any_rank(self, flag: bool) -> bool:
+        if self.p.world_size <= 1:
+            return flag
+        t = torch.tensor([1 if flag else 0], device=self.p.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
+    def _sync_step(self) -> None:
+        # after an uneven epoch every rank counted its own steps: continue from the largest
+        if self.p.world_size > 1:
+            t = torch.tensor([self.step], device=self.p.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            self.step = int(t.item())
+
     def _uneven(self) -> bool:
         if self.p.world_size <= 1:
             return False
+        if self.sampler is None:
+            return True  # an IterableDataset: the counts are unknown until the data runs out
         counts = torch.tensor([len(self.loader), -len(self.loader)], device=self.p.device)
         dist.all_reduce(counts, op=dist.ReduceOp.MAX)
         return int(counts[0]) != -int(counts[1])
@@ -265,10 +321,19 @@ class TrainingLoop:
         on_accelerator = p.device.type != "cpu"
         first = True
         while self.epoch < task.epochs and not (max_steps is not None and self.step >= max_steps):
-            self.sampler.set_epoch(self.epoch)
-            self.sampler.start = self.batch_in_epoch * task.batch_size
+            if self.sampler is not None:
+                self.sampler.set_epoch(self.epoch)
+                self.sampler.start = self.batch_in_epoch * task.batch_size
+            elif hasattr(self.dataset, "set_epoch"):
+                self.dataset.set_epoch(self.epoch)
             self.generator.manual_seed(self.cfg.seed * 1_000_003 + self.epoch)
-            join = self.ddp.join() if self._uneven() else contextlib.nullcontext()
+            uneven = self._uneven()
+            join: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+            if uneven:
+                # DDP shadows the all-reduces of ranks whose data ran out; the second joinable
+                # beats the heartbeat once per shadowed step, so a joined rank's watchdog sees
+                # progress while the others finish the epoch.
+                join = Join([self.ddp, _BeatWhileJoined(self, p.device)])
             completed = False
             with join:
                 batches = iter(self.loader)
@@ -294,6 +359,10 @@ class TrainingLoop:
                             rank=p.rank, world_size=p.world_size, local_rank=p.local_rank,
                             step=self.step, epoch=self.epoch, heartbeat=hb, rank0_io=self.rank0_io,
                             device=p.device, artifact_dir=str(self.cfg.artifact_dir or "") or None))
+                    if uneven:  # no collective outside DDP's until every rank is out of data
+                        if max_steps is not None and self.step >= max_steps:
+                            break
+                        continue
                     stop.checked = self.step
                     if stop.requested and stop.at_boundary(self.step):
                         hb.beat(self.step, "stop")
@@ -303,6 +372,15 @@ class TrainingLoop:
                         self.checkpoint()
                     if max_steps is not None and self.step >= max_steps:
                         break
+            if uneven:
+                self._sync_step()
+                if self._any_rank(stop.requested):  # SIGTERM during an uneven epoch: stop here
+                    if completed:
+                        self.epoch += 1
+                        self.batch_in_epoch = 0
+                    hb.beat(self.step, "stop")
+                    self.checkpoint()
+                    return "preempted"
             if completed:
                 self.epoch += 1
                 self.batch_in_epoch = 0

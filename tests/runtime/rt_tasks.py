@@ -90,3 +90,43 @@ def slow_workers():
     task = slow()
     task.num_workers = 2
     return task
+
+
+class _UnevenData:
+    """An IterableDataset sharding itself: rank r yields (5 + 3 r) batches of 32 per epoch."""
+
+    def __new__(cls):  # built lazily so that importing this module needs no torch
+        import torch
+        from torch.utils.data import IterableDataset
+
+        class Uneven(IterableDataset):
+            epoch = 0
+
+            def set_epoch(self, epoch: int) -> None:
+                self.epoch = epoch
+
+            def __iter__(self):
+                import torch.distributed as dist
+
+                rank = dist.get_rank() if dist.is_initialized() else 0
+                g = torch.Generator().manual_seed(100 + rank + 1000 * self.epoch)
+                w = torch.randn(32, 1, generator=torch.Generator().manual_seed(1234))
+                for _ in range((5 + 3 * rank) * 32):
+                    x = torch.randn(32, generator=g)
+                    yield x, x @ w
+
+        return Uneven()
+
+
+def _slow_tail(ctx: StepContext) -> None:
+    # rank 1's last 3 steps of epoch 0 take 1.5 s each: 4.5 s of shadowing on rank 0, longer
+    # than the 4 s step budget, so its heartbeat must come from the join hook
+    if ctx.rank == 1 and ctx.epoch == 0 and ctx.step > 5:
+        time.sleep(1.5)
+
+
+def uneven():
+    """Two epochs over :class:`_UnevenData` (5 vs 8 batches per epoch)."""
+    task = make_task(epochs=2, checkpoint_every=2, on_step_end=_slow_tail, name="uneven")
+    task.build_dataset = _UnevenData
+    return task

@@ -208,3 +208,12 @@ def test_the_command_render_writes_runs_the_demo(tmp_path: Path) -> None:
     rec = run_record(run_dirs(art)[0])
     assert rec["seed"] == 1234 and rec["world_size"] == 2
     assert newest_valid(art / "checkpoints")[0] == 3 * 2048 // (2 * 32)  # --epochs 3 reached the task
+
+
+def test_uneven_batch_counts_finish_under_join(tmp_path: Path, artifacts: Path) -> None:
+    # rank 0 runs out of data after 5 batches, rank 1 after 8: without join() rank 0's next
+    # collective would wait for ever (NOTES.md); the joined rank keeps beating meanwhile
+    run = Run(launch_cmd("rt_tasks:uneven"), guard_env(artifacts), tmp_path / "uneven.log")
+    assert run.wait(120) == 0, run.output()[-3000:]
+    assert newest_valid(artifacts / "checkpoints")[0] == 16  # 2 epochs x max(5, 8) steps
+    assert "rank 0: done at step 16" in run.output()
