@@ -64,8 +64,9 @@ class Task:
     Attributes:
         build_model: returns the ``nn.Module`` (built on CPU, same on every rank; DDP broadcasts
             rank 0's parameters).
-        build_dataset: returns the training ``Dataset`` (map-style; a ``DistributedSampler``
-            shards it).
+        build_dataset: returns the training ``Dataset``: map-style (a ``DistributedSampler``
+            shards it) or an ``IterableDataset`` that shards itself per rank (batch counts may then
+            differ between ranks; the loop runs it under DDP's ``Join``).
         build_optimizer: ``params -> Optimizer``.
         loss: ``(model, batch) -> scalar tensor``; ``batch`` is already on the device.
         build_eval_dataset: returns the evaluation ``Dataset`` or ``None`` (no evaluation).
