@@ -1,7 +1,7 @@
 """Runtime settings read from the pod's environment (torch-free; both processes use it).
 
 Every variable read here is listed in ``docs/runtime.md``. The guard variables and their defaults
-come from :mod:`k8sddp.guardvars` (``../shared/CONTRACT.md``); the rest are runtime knobs with
+come from :mod:`k8sddp.guardvars` (the interface contract); the rest are runtime knobs with
 defaults that need no setting.
 """
 
@@ -163,7 +163,8 @@ def check_guard_env(env: Mapping[str, str]) -> list[str]:
     ``NCCL_ASYNC_ERROR_HANDLING``) in ``1``/``3``, a non-empty ``PYTHONFAULTHANDLER``, the three
     ``K8SDDP_*`` numbers, ``K8SDDP_ARTIFACT_DIR`` and ``TORCH_FR_DUMP_TEMP_FILE``. The check must
     run in the launcher: torchrun sets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` in every worker when it
-    is unset, so a worker can no longer tell (``../shared/reference/NOTES.md``).
+    is unset, so a worker can no longer tell
+    (torch/distributed/elastic/agent/server/local_elastic_agent.py).
     """
     problems: list[str] = []
     missing: list[str] = []

@@ -2,7 +2,7 @@
 
 The operator's ``restartPolicy: ExitCode`` reads the exit code of the ``pytorch`` container:
 >= 128 recreates the pod (retryable), 1-127 fails the job for good (kubeflow/trainer v1.9.4,
-pkg/util/train/train_util.go; ``../shared/reference/NOTES.md``). torchrun itself exits 1 whatever
+pkg/util/train/train_util.go, pkg/controller.v1/common/pod.go). torchrun itself exits 1 whatever
 its workers did, so ``k8sddp launch`` derives the pod's code from the workers' failure records.
 The table is repeated, with the evidence behind each code, in ``docs/runtime.md``.
 """
@@ -13,7 +13,7 @@ SUCCESS = 0
 #: Final. The task raised an exception (a bug): retrying would fail the same way.
 TASK_ERROR = 1
 #: Final. Usage or configuration: missing or invalid guard variables, a ``--task`` that cannot be
-#: imported, bad flags (the CLI's usage code, ``../shared/CONTRACT.md``).
+#: imported, bad flags (the CLI's usage code).
 CONFIG_ERROR = 2
 #: Final. More than ``K8SDDP_MAX_HANG_RESTARTS`` consecutive retryable failures (hang, lost
 #: worker, workers never started) without training progress: a deterministic hang.

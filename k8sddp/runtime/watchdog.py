@@ -13,7 +13,7 @@ also the interpreter's ``signal.set_wakeup_fd``, so SIGTERM reaches this thread 
 main thread is blocked inside a collective).
 
 Hard stop: a Python thread starves while the main thread holds the GIL inside C code
-(``../shared/reference/NOTES.md``: 4.6 s measured). So every (re-)arm also sets
+(measured with torch 2.13: starved 4.6 s; ``bench/runtime_overhead.py`` measures the hard stop). So every (re-)arm also sets
 ``faulthandler.dump_traceback_later`` (a C thread: dumps every thread's stack without the GIL) and
 a kernel interval timer (``setitimer(ITIMER_REAL)``) half a second later. SIGALRM is left at its
 default action, so the kernel ends the process with SIGALRM: exit status 128 + 14 = 142, the same

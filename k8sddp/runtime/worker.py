@@ -7,7 +7,7 @@ Order matters and is deliberate:
    action (the hard stop), then ``faulthandler.register`` for SIGTERM (``chain=True``: dump every
    thread's stack, then run the flag handler) and SIGUSR1 (dump only; ``chain=False``, since the
    default action of SIGUSR1 would end the process). ``PYTHONFAULTHANDLER`` alone prints nothing
-   on a hang or a SIGTERM (``../shared/reference/NOTES.md``);
+   on a hang or a SIGTERM (Python docs: faulthandler; measured);
 3. heartbeat and watchdog (phase ``init``, budget ``max(pg timeout, watchdog timeout)``);
 4. ``init_process_group`` with the explicit ``K8SDDP_PG_TIMEOUT_SECONDS`` timeout, NCCL when CUDA
    is available (device ``cuda:LOCAL_RANK``) and gloo otherwise;
