@@ -140,10 +140,13 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     })
     outcome = "done"
     try:
+        timeout = dt.timedelta(seconds=cfg.pg_timeout_s)
         if world > 1 or "MASTER_ADDR" in env:
-            dist.init_process_group(backend, timeout=dt.timedelta(seconds=cfg.pg_timeout_s),
-                                    rank=rank, world_size=world)
-            stop.store = dist.distributed_c10d._get_default_store()
+            dist.init_process_group(backend, timeout=timeout, rank=rank, world_size=world)
+        else:  # one process without torchrun: DDP still wants a process group
+            dist.init_process_group(backend, timeout=timeout, rank=0, world_size=1,
+                                    store=dist.HashStore())
+        stop.store = dist.distributed_c10d._get_default_store()
         loop = TrainingLoop(task, cfg, Place(rank, local_rank, world, device), hb, stop, reporter)
         outcome = loop.run()
     except BaseException as exc:  # noqa: BLE001 - every failure gets a record and an exit code
