@@ -279,3 +279,11 @@ def test_load_task_passes_arguments_to_factories() -> None:
         load_task("no.such.module:task")
     with pytest.raises(UsageError, match="MODULE:ATTR"):
         load_task("k8sddp.runtime.demo")
+
+
+def test_launcher_side_never_imports_torch() -> None:
+    # `k8sddp launch` is the pod's main process: it must start fast and work without the extra
+    code = ("import sys, k8sddp.cli as c; c.build_parser(); import k8sddp.runtime, "
+            "k8sddp.runtime.launcher, k8sddp.runtime.outcome, k8sddp.runtime.checkpoint_files; "
+            "sys.exit('torch' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
