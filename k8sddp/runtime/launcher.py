@@ -206,6 +206,9 @@ class Launcher:
                 return self._finish(run, node, record, artifacts, ec.NOT_FOUND, str(exc), tail)
             except PermissionError as exc:
                 return self._finish(run, node, record, artifacts, ec.NOT_EXECUTABLE, str(exc), tail)
+            if self.signalled is not None:  # a signal that came before the child existed
+                with contextlib.suppress(OSError):
+                    child.send_signal(signal.SIGTERM)
             assert child.stdout is not None and child.stderr is not None
             copiers = [threading.Thread(target=_copy, args=(child.stdout, self.out, tail, lock), daemon=True),
                        threading.Thread(target=_copy, args=(child.stderr, self.err, tail, lock), daemon=True)]
