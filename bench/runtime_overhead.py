@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -128,18 +127,12 @@ def worker(rounds: int, steps: int, out: str) -> None:
     dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def step_overhead(rounds: int, steps: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "w.json"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(REPO)]), "OMP_NUM_THREADS": "1"}
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2",
-               "--master-addr=127.0.0.1", f"--master-port={_free_port()}", str(Path(__file__)),
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+               "--nproc-per-node=2", str(Path(__file__)),
                "--worker", "--rounds", str(rounds), "--steps", str(steps), "--out", str(out)]
         subprocess.run(cmd, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
         data = json.loads(out.read_text())
@@ -232,8 +225,8 @@ def hang_latency(runs: int) -> dict[str, Any]:
                    "K8SDDP_ARTIFACT_DIR": str(art), "TORCH_FR_DUMP_TEMP_FILE": str(art / "fr" / "rank-"),
                    "BENCH_MARK": str(mark)}
             cmd = [sys.executable, "-m", "k8sddp", "launch", "--", sys.executable, "-m",
-                   "torch.distributed.run", "--nnodes=1", "--nproc-per-node=2", "--master-addr=127.0.0.1",
-                   f"--master-port={_free_port()}", "-m", "k8sddp", "train", "--task",
+                   "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2",
+                   "-m", "k8sddp", "train", "--task",
                    "runtime_overhead:hang_task"]
             proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
                                   stderr=subprocess.DEVNULL, timeout=120)

@@ -46,8 +46,10 @@ def guard_env(artifacts: Path, **extra: str) -> dict[str, str]:
 
 
 def torchrun(module_args: list[str], nproc: int = 2) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc-per-node={nproc}",
-            "--master-addr=127.0.0.1", f"--master-port={free_port()}", *module_args]
+    """torchrun on one node; ``--standalone`` binds its store to a free port itself, so parallel
+    test runs on the machine cannot race for a port picked in advance."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+            f"--nproc-per-node={nproc}", *module_args]
 
 
 def launch_cmd(task: str, nproc: int = 2) -> list[str]:

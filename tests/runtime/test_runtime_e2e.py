@@ -86,7 +86,8 @@ def test_rank0_only_branch_hang_is_retryable_then_final(tmp_path: Path, artifact
     run = Run(launch_cmd("rt_tasks:rank0_hang"), env, tmp_path / "hang1.log")
     assert run.wait(120) == ec.HANG, run.output()[-3000:]
     after_hang = time.time() - float(mark.read_text())
-    assert after_hang < WATCHDOG + 6.0, f"launch ended {after_hang:.1f} s after the hang began"
+    # watchdog + dumps + torchrun's teardown; generous for a loaded machine (bench/ has the figure)
+    assert after_hang < WATCHDOG + 10.0, f"launch ended {after_hang:.1f} s after the hang began"
 
     (attempt,) = run_dirs(artifacts)
     rec = run_record(attempt)
@@ -95,7 +96,7 @@ def test_rank0_only_branch_hang_is_retryable_then_final(tmp_path: Path, artifact
     stuck, victim = load_json(attempt / "failure-rank0.json"), load_json(attempt / "failure-rank1.json")
     assert (stuck["kind"], stuck["rank"], stuck["phase"], stuck["step"]) == ("terminated", 0, "checkpoint", 3)
     assert (victim["kind"], victim["rank"], victim["phase"]) == ("hang", 1, "step")
-    assert WATCHDOG <= victim["since_beat_s"] < WATCHDOG + 1.0
+    assert WATCHDOG <= victim["since_beat_s"] < WATCHDOG + 2.0
     assert "_hang_hook" in (attempt / "stacks-rank0.txt").read_text()  # every rank's stack
     assert "backward" in (attempt / "stacks-rank1.txt").read_text()
     assert (attempt / "fr-rank1.pkl").stat().st_size > 0
@@ -114,13 +115,13 @@ def test_same_hang_without_guards_lasts_until_pg_timeout(tmp_path: Path, artifac
     run = Run(torchrun(["-m", "k8sddp.runtime.plain", "--task", "rt_tasks:rank0_hang"]), env,
               tmp_path / "plain.log")
     rc = run.wait(120)
-    assert rc == 1  # torchrun: 1 whatever the worker did
-    assert run.elapsed is not None and run.elapsed >= 15.0
+    assert rc == 1, run.output()[-3000:]  # torchrun: 1 whatever the worker did
+    assert run.elapsed is not None and run.elapsed >= 15.0, run.output()[-3000:]
     assert "Timed out" in run.output() or "timed out" in run.output()
 
 
 def test_sigkill_of_a_rank_ends_within_bound(tmp_path: Path, artifacts: Path) -> None:
-    env = guard_env(artifacts, RT_SLEEP="0.1", RT_EVERY="1000")
+    env = guard_env(artifacts, RT_SLEEP="0.1", RT_EVERY="1000", RT_EPOCHS="50")  # ends by the kill
     run = Run(launch_cmd("rt_tasks:slow"), env, tmp_path / "kill.log")
     attempt = wait_for(lambda: run_dirs(artifacts), 60, "the attempt folder")[0]
     started = wait_for(lambda: (attempt / "started-rank1.json").exists() and
