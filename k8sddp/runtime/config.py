@@ -7,6 +7,7 @@ defaults that need no setting.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,9 +34,14 @@ LONG_PHASE_FACTOR = 3.0
 DEFAULT_STOP_GRACE_SECONDS = 20.0
 DEFAULT_CHECKPOINT_KEEP = 3
 DEFAULT_TRACE_INTERVAL_SECONDS = 1.0
+#: Upper bound of every duration knob (seconds): 7 days. Larger values are typos (ms for s) and
+#: overflow ``faulthandler.dump_traceback_later`` / the process group's timeout (review of issue
+#: 3, item 2: ``inf`` or ``1e12`` crashed every worker with ``OverflowError``).
+MAX_SECONDS = 7 * 24 * 3600.0
 
 
-def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float,
+            maximum: float = MAX_SECONDS) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -43,8 +49,12 @@ def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float
         value = float(raw)
     except ValueError:
         raise UsageError(f"{name}={raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise UsageError(f"{name}={raw!r} must be a finite number of seconds")
     if value < minimum:
         raise UsageError(f"{name}={raw!r} must be >= {minimum:g}")
+    if value > maximum:
+        raise UsageError(f"{name}={raw!r} must be <= {maximum:g} (7 days)")
     return value
 
 
@@ -64,7 +74,8 @@ def parse_phase_timeouts(text: str, *, name: str = PHASE_TIMEOUTS) -> dict[str, 
     """``"eval=900,checkpoint=1200"`` -> ``{"eval": 900.0, "checkpoint": 1200.0}`` (seconds).
 
     Raises:
-        UsageError: an unknown phase, a missing ``=``, or a value that is not a positive number.
+        UsageError: an unknown phase, a missing ``=``, or a value that is not a finite number in
+            ``(0, MAX_SECONDS]``.
     """
     out: dict[str, float] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
@@ -76,8 +87,8 @@ def parse_phase_timeouts(text: str, *, name: str = PHASE_TIMEOUTS) -> dict[str, 
             seconds = float(value)
         except ValueError:
             raise UsageError(f"{name}: {item!r}: {value!r} is not a number") from None
-        if seconds <= 0:
-            raise UsageError(f"{name}: {item!r}: seconds must be > 0")
+        if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
+            raise UsageError(f"{name}: {item!r}: seconds must be > 0 and <= {MAX_SECONDS:g} (7 days)")
         out[phase] = seconds
     return out
 
@@ -184,6 +195,10 @@ def check_guard_env(env: Mapping[str, str]) -> list[str]:
             missing.append(name)
     if missing:
         problems.insert(0, "missing mandatory variable(s): " + ", ".join(missing))
+    raw_dir = env.get(gv.ARTIFACT_DIR, "").strip()
+    if raw_dir and not os.path.isabs(raw_dir):
+        problems.append(f"{gv.ARTIFACT_DIR}={raw_dir!r} must be an absolute path (a relative one "
+                        "depends on the working directory, which differs between image and pod)")
     checks: list[tuple[str, float]] = [(gv.PG_TIMEOUT, 0.001), (gv.WATCHDOG_TIMEOUT, 0.001)]
     for name, low in checks:
         if env.get(name, "").strip():
@@ -199,4 +214,9 @@ def check_guard_env(env: Mapping[str, str]) -> list[str]:
     for name in (gv.SAFETY_NETS):
         if env.get(name, "").strip() == "0":
             problems.append(f"{name}=0 switches a safety net off")
+    try:  # the optional knobs too: a worker would refuse them anyway, after torchrun started
+        RuntimeConfig.from_env(env)
+    except UsageError as exc:
+        if str(exc) not in problems:
+            problems.append(str(exc))
     return problems

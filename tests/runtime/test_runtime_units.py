@@ -287,3 +287,30 @@ def test_launcher_side_never_imports_torch() -> None:
             "k8sddp.runtime.launcher, k8sddp.runtime.outcome, k8sddp.runtime.checkpoint_files; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+# -- review of issue 3 -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["K8SDDP_WATCHDOG_TIMEOUT_SECONDS", "K8SDDP_PG_TIMEOUT_SECONDS"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e12", "604801"])
+def test_timeouts_must_be_finite_and_at_most_7_days(tmp_path: Path, name: str, value: str) -> None:
+    env = guard_env(tmp_path, **{name: value})
+    (problem,) = check_guard_env(env)
+    assert name in problem
+    with pytest.raises(UsageError, match=name):
+        RuntimeConfig.from_env(env)
+    assert check_guard_env(guard_env(tmp_path, **{name: "604800"})) == []
+
+
+def test_optional_knobs_and_relative_artifact_dir_are_refused_by_launch(tmp_path: Path) -> None:
+    assert "K8SDDP_STOP_GRACE_SECONDS" in " ".join(
+        check_guard_env(guard_env(tmp_path, K8SDDP_STOP_GRACE_SECONDS="inf")))
+    assert "K8SDDP_PHASE_TIMEOUTS" in " ".join(
+        check_guard_env(guard_env(tmp_path, K8SDDP_PHASE_TIMEOUTS="eval=nan")))
+    (problem,) = check_guard_env(guard_env(tmp_path, K8SDDP_ARTIFACT_DIR="art"))
+    assert "absolute" in problem
+
+
+def test_launch_refuses_nonfinite_timeout_with_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a", K8SDDP_WATCHDOG_TIMEOUT_SECONDS="inf"))
+    assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.CONFIG_ERROR
+    assert "finite" in capsys.readouterr().err
