@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -38,7 +39,7 @@ from . import exitcodes as ec
 from .artifacts import ArtifactDir, RunDir, read_json, write_json_atomic
 from .checkpoint_files import newest_complete_step
 from .config import CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
-from .outcome import Outcome, apply_hang_streak, decide
+from .outcome import Outcome, apply_hang_streak, decide, valid_state
 
 #: Lines of the command's output kept for the run record's failure-log tail.
 TAIL_LINES = 80
@@ -64,6 +65,28 @@ def node_rank(env: Mapping[str, str]) -> int:
         if raw.isdigit():
             return int(raw)
     return 0
+
+
+def torchrun_flag(command: Sequence[str], *names: str) -> str | None:
+    """The value of a torchrun flag in ``command`` (``--nproc-per-node=2``, ``--nproc_per_node 2``;
+    any of ``names``), or ``None`` (also when the command is not torchrun). Only torchrun's own
+    arguments are read: the scan stops at ``-m`` or a ``*.py`` script."""
+    spellings = {n for name in names for n in (name, "--" + name[2:].replace("-", "_"))}
+    args = list(command)
+    begin = next((i + 1 for i, a in enumerate(args)
+                  if Path(a).name == "torchrun" or a == "torch.distributed.run"), None)
+    if begin is None:
+        return None
+    for i in range(begin, len(args)):
+        arg = args[i]
+        if arg == "-m" or arg.endswith(".py"):
+            break
+        flag, eq, value = arg.partition("=")
+        if flag in spellings:
+            if eq:
+                return value
+            return args[i + 1] if i + 1 < len(args) else None
+    return None
 
 
 def _copy(src: IO[bytes], dst: IO[bytes], tail: collections.deque[str], lock: threading.Lock) -> None:
@@ -105,7 +128,7 @@ class Launcher:
         err: IO[bytes] | None = None,
     ) -> None:
         if not command:
-            raise UsageError("launch: no command given (usage: k8sddp launch -- torchrun ...)")
+            raise UsageError("no command given (usage: k8sddp launch -- torchrun ...)")
         self.command = list(command)
         self.env = dict(os.environ if env is None else env)
         self.out = out if out is not None else sys.stdout.buffer
@@ -127,16 +150,22 @@ class Launcher:
         try:
             run.path.mkdir(parents=True, exist_ok=False)
             artifacts.checkpoints.mkdir(parents=True, exist_ok=True)
-            Path(self.env[gv.FR_DUMP_TEMP_FILE]).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"{gv.ARTIFACT_DIR}={artifacts.root}: cannot write there: {exc}") from None
+        fr = Path(self.env[gv.FR_DUMP_TEMP_FILE])
+        try:
+            fr.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{gv.FR_DUMP_TEMP_FILE}={fr}: cannot create its folder: {exc}") from None
         return artifacts, run, node
 
     def _record_base(self, run: RunDir, node: int) -> dict[str, Any]:
         env = self.env
         guard = {n: env.get(n) for n in (*gv.MANDATORY, *gv.SAFETY_NETS) if n in env}
         guard.update({n: v for n, v in env.items() if n.startswith("K8SDDP_") and n != RUN_DIR})
-        nnodes, nproc = env.get("PET_NNODES"), env.get("PET_NPROC_PER_NODE")
+        # torchrun: a flag on the command line wins over its PET_* default (argparse_util.py)
+        nnodes = torchrun_flag(self.command, "--nnodes") or env.get("PET_NNODES")
+        nproc = torchrun_flag(self.command, "--nproc-per-node") or env.get("PET_NPROC_PER_NODE")
         return {
             "format": 1,
             "attempt": run.path.name,
@@ -192,6 +221,27 @@ class Launcher:
         self.run_dir = run
         record = self._record_base(run, node)
         write_json_atomic(run.run_record(node), {**record, "status": "running"})
+        try:
+            return self._run(artifacts, run, node, record)
+        except Exception as exc:  # a bug in k8sddp launch: the run record still gets its end
+            return self._crashed(run, node, record, exc)
+
+    def _crashed(self, run: RunDir, node: int, record: dict[str, Any], exc: Exception) -> int:
+        code = ec.TASK_ERROR
+        record.update({
+            "status": "finished", "end": _utc(), "exit_code": code, "exit_name": "launcher-error",
+            "retryable": False, "exit_reason": f"k8sddp launch failed: {type(exc).__name__}: {exc}",
+            "launcher_traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        })
+        with contextlib.suppress(Exception):
+            write_json_atomic(run.run_record(node), record)
+        with contextlib.suppress(OSError, ValueError):
+            self.err.write(f"k8sddp launch: exit {code} (launcher-error, final): "
+                           f"{record['exit_reason']}; run record {run.run_record(node)}\n".encode())
+            self.err.flush()
+        return code
+
+    def _run(self, artifacts: ArtifactDir, run: RunDir, node: int, record: dict[str, Any]) -> int:
         child_env = dict(self.env)
         child_env[RUN_DIR] = str(run.path)
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
@@ -223,6 +273,11 @@ class Launcher:
         record["duration_s"] = round(time.monotonic() - started_at, 3)
         return self._finish(run, node, record, artifacts, code, None, tail)
 
+    def _warn(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.err.write(f"k8sddp launch: warning: {text}\n".encode())
+            self.err.flush()
+
     def _finish(self, run: RunDir, node: int, record: dict[str, Any], artifacts: ArtifactDir,
                 child_code: int, error: str | None, tail: collections.deque[str]) -> int:
         started = run.started_records()
@@ -234,19 +289,27 @@ class Launcher:
             outcome = decide(
                 child_code=child_code, started=started, failures=failures,
                 last_trace={r: run.last_trace_entry(r) for r in quiet},
-                hard_stopped=_hard_stopped(run, quiet), signalled=self.signalled)
+                hard_stopped=_hard_stopped(run, quiet), signalled=self.signalled,
+                log_tail=list(tail))
         progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))
         state_path = artifacts.launcher_state(node)
-        state = read_json(state_path)
+        raw_state = read_json(state_path)
+        state = valid_state(raw_state)
+        if state is None and state_path.exists():
+            self._warn(f"ignoring malformed hang-streak state {state_path} "
+                       f"({str(raw_state)[:100] if raw_state is not None else 'not JSON'})")
         outcome, new_state = apply_hang_streak(
-            outcome, state if isinstance(state, dict) else None,
+            outcome, state,
             max_restarts=int(self.env.get(gv.MAX_HANG_RESTARTS, gv.DEFAULT_MAX_HANG_RESTARTS)),
             progress_step=progress)
-        if new_state is None:
-            with contextlib.suppress(FileNotFoundError):
-                state_path.unlink()
-        elif new_state is not state:
-            write_json_atomic(state_path, new_state)
+        try:
+            if new_state is None:
+                with contextlib.suppress(FileNotFoundError):
+                    state_path.unlink()
+            elif new_state is not state:
+                write_json_atomic(state_path, new_state)
+        except OSError as exc:
+            self._warn(f"cannot update the hang-streak state {state_path}: {exc}")
         rank0 = started.get(0) or next(iter(started.values()), {})
         record.update({
             "status": "finished",

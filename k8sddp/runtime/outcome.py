@@ -11,8 +11,13 @@ what each worker left in its attempt folder (:class:`k8sddp.runtime.artifacts.Ru
    killer) -> 137 (retryable; the other ranks' collective errors follow from it);
 4. a ``hang`` or ``comm`` record, or a rank that died without a record after a hard-stop dump
    (``Timeout (`` in its stacks file) -> 142 (retryable);
-5. no worker ever started -> 147 (retryable);
-6. then :func:`apply_hang_streak` turns a retryable hang-class code final (10) once more than
+5. no worker ever wrote a start record (:func:`_never_started`): torchrun's summary names the
+   workers' exit codes -> 2 when they all exited 2 (their argparse), 137 when a signal killed one,
+   else 1 (an import-time crash); without worker codes, 147 (retryable) only when the output shows
+   a rendezvous or network failure (plausibly transient: the master's Service not resolvable
+   yet), else 2 for a command exiting 2 (torchrun's usage error) and 1 otherwise (final: the same
+   command would fail the same way);
+6. then :func:`apply_hang_streak` turns a retryable code (137, 142, 147) final (10) once more than
    ``K8SDDP_MAX_HANG_RESTARTS`` of them came in a row without training progress.
 
 ``terminated`` records (a rank torn down by torchrun after another rank failed) are never causes;
@@ -23,6 +28,8 @@ collective for the stuck one).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +39,16 @@ from . import exitcodes as ec
 HANG_KINDS = ("hang", "hang-hard", "comm")
 #: Codes that count toward the hang streak (retryable, not a preemption).
 STREAK_CODES = (ec.HANG, ec.WORKER_KILLED, ec.NOT_STARTED)
+#: Output of a command that failed before any worker started for a plausibly transient reason:
+#: torchrun's rendezvous errors (torch/distributed/elastic/rendezvous/api.py), c10d store and
+#: socket errors, DNS of a master Service that does not resolve yet.
+TRANSIENT_PATTERNS = ("Rendezvous", "DistNetworkError", "DistStoreError", "TCPStore",
+                      "Connection refused", "Connection reset", "timed out", "Timed out",
+                      "Name or service not known", "Temporary failure in name resolution",
+                      "No route to host", "Network is unreachable", "Address already in use")
+#: torchrun's failure summary: one ``exitcode  : N (pid: P)`` line per failed worker
+#: (torch/distributed/elastic/multiprocessing/errors/__init__.py, ``ChildFailedError``).
+_WORKER_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
 
 
 @dataclass
@@ -65,6 +82,51 @@ def _suspects(ranks: dict[int, dict[str, Any]]) -> list[int]:
     return outside or behind
 
 
+def _error_line(tail: Sequence[str]) -> str:
+    """The last line of ``tail`` that looks like an error message (for the reason), or ``""``;
+    torchrun's own summary lines (``ChildFailedError``, ``error_file``, traceback frames) are
+    skipped, so a worker's ``error: ...`` or exception line is what is named."""
+    for line in reversed(tail):
+        text = line.strip()
+        if (not text or "ChildFailedError" in text or text.startswith(("error_file", "File ", "traceback"))
+                or "errors.html" in text):
+            continue
+        if "Error" in text or "error:" in text or "Exception" in text:
+            return text[:300]
+    return ""
+
+
+def _never_started(child_code: int, tail: Sequence[str], make: Any) -> Outcome:
+    """Step 5 of the module docstring: no worker wrote a start record."""
+    hint = _error_line(tail)
+    said = f": {hint}" if hint else " (see failure_log_tail)"
+    if child_code in (ec.NOT_FOUND, ec.NOT_EXECUTABLE):
+        return make(child_code, "the command could not be run" + said)
+    codes = [int(m.group(1)) for line in tail if (m := _WORKER_EXIT.match(line))]
+    if codes:
+        shown = ", ".join(str(c) for c in codes)
+        if any(c < 0 for c in codes):
+            return make(ec.WORKER_KILLED, f"worker(s) killed by a signal ({shown}) before they "
+                        "started (OOM killer?)" + said)
+        if all(c == ec.CONFIG_ERROR for c in codes):
+            return make(ec.CONFIG_ERROR, "the workers exited 2 before they started (their command "
+                        "line or configuration)" + said)
+        return make(ec.TASK_ERROR, f"the workers exited {shown} before they started (a crash while "
+                    "starting up: the same command fails the same way)" + said)
+    if child_code < 0:
+        return make(ec.WORKER_KILLED, f"the command was killed by signal {-child_code} before any "
+                    "worker started" + said)
+    text = "\n".join(tail)
+    if any(p in text for p in TRANSIENT_PATTERNS):
+        return make(ec.NOT_STARTED, f"the command exited {child_code} before any worker started "
+                    "(rendezvous or network)" + said)
+    if child_code == ec.CONFIG_ERROR:
+        return make(ec.CONFIG_ERROR, "the command exited 2 before any worker started (a usage "
+                    "error)" + said)
+    return make(ec.TASK_ERROR, f"the command exited {child_code} before any worker started, not "
+                "for a rendezvous or network failure" + said)
+
+
 def decide(
     *,
     child_code: int,
@@ -73,6 +135,7 @@ def decide(
     last_trace: dict[int, dict[str, Any] | None],
     hard_stopped: set[int],
     signalled: int | None,
+    log_tail: Sequence[str] = (),
 ) -> Outcome:
     """Classify an attempt.
 
@@ -83,6 +146,8 @@ def decide(
         last_trace: ``{rank: last heartbeat-trace entry}`` for ranks without a record.
         hard_stopped: ranks whose stacks file holds a hard-stop dump (``Timeout (``).
         signalled: the signal the launcher received and forwarded, or ``None``.
+        log_tail: the last lines of the command's output (torchrun's failure summary; used only
+            when no worker started).
     """
     ranks: dict[int, dict[str, Any]] = {}
     for rank in sorted(set(started) | set(failures)):
@@ -102,14 +167,16 @@ def decide(
         return Outcome(code, reason, causes, _suspects(ranks) if suspects else [], max_step, ranks)
 
     if child_code == 0:
-        return out(ec.SUCCESS, "training finished")
+        return out(ec.SUCCESS, "training finished" if started else "the command exited 0")
     if signalled is not None:
         code = ec.INTERRUPTED if signalled == 2 else ec.PREEMPTED
         return out(code, f"the launcher received signal {signalled}; forwarded to the workers",
                    ("preempted",))
     by_kind = {v["kind"] for v in ranks.values()}
     if "config" in by_kind:
-        return out(ec.CONFIG_ERROR, "a worker refused its configuration", ("config",))
+        first = min(r for r, v in ranks.items() if v["kind"] == "config")
+        why = (failures.get(first) or {}).get("message") or "see its failure record"
+        return out(ec.CONFIG_ERROR, f"rank {first} refused its configuration: {why}", ("config",))
     if "exception" in by_kind:
         which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "exception")
         return out(ec.TASK_ERROR, f"the task raised an exception on rank(s) {which}", ("exception",))
@@ -121,21 +188,31 @@ def decide(
         return out(ec.HANG, "hang: a watchdog, the hard stop or a collective timed out",
                    HANG_KINDS, suspects=True)
     if not started:
-        if child_code == 127 or child_code == 126:
-            return out(child_code, "the command could not be run")
-        return out(ec.NOT_STARTED, f"the command exited {child_code} before any worker started")
+        return _never_started(child_code, log_tail, out)
     return out(ec.WORKER_KILLED, f"the command exited {child_code}; workers left no failure record")
+
+
+def valid_state(state: Any) -> dict[str, Any] | None:
+    """``state`` when it is a well-formed streak ``{"streak": int >= 0, "best_step": int, ...}``,
+    else ``None`` (a hand-edited or foreign file is treated as absent, never trusted)."""
+    if not isinstance(state, dict):
+        return None
+    streak, best = state.get("streak"), state.get("best_step")
+    if type(streak) is not int or type(best) is not int or streak < 0:
+        return None
+    return state
 
 
 def apply_hang_streak(
     outcome: Outcome, state: dict[str, Any] | None, *, max_restarts: int, progress_step: int
 ) -> tuple[Outcome, dict[str, Any] | None]:
-    """Count consecutive hang-class exits without progress; past the limit the exit is final.
+    """Count consecutive retryable exits without progress; past the limit the exit is final.
 
     Args:
         outcome: from :func:`decide`.
-        state: the node's saved streak ``{"streak": n, "best_step": s}`` or ``None``.
-        max_restarts: ``K8SDDP_MAX_HANG_RESTARTS`` (restarts allowed for the same hang).
+        state: the node's saved streak ``{"streak": n, "best_step": s}`` or ``None`` (malformed
+            states are treated as ``None``, :func:`valid_state`).
+        max_restarts: ``K8SDDP_MAX_HANG_RESTARTS`` (restarts allowed for the same failure).
         progress_step: the highest step this attempt reached (records, newest checkpoint).
 
     Returns:
@@ -149,15 +226,19 @@ def apply_hang_streak(
         return outcome, None
     if outcome.code not in STREAK_CODES:
         return outcome, state
-    prev_best = int((state or {}).get("best_step", -1))
-    streak = int((state or {}).get("streak", 0))
-    streak = 1 if (state is None or progress_step > prev_best) else streak + 1
-    new_state = {"streak": streak, "best_step": max(prev_best, progress_step),
-                 "last_code": outcome.code}
+    checked = valid_state(state)
+    prev_best = checked["best_step"] if checked else -1
+    streak = 1 if (checked is None or progress_step > prev_best) else checked["streak"] + 1
+    best = max(prev_best, progress_step)
+    new_state = {"streak": streak, "best_step": best, "last_code": outcome.code}
+    since = f" beyond step {best}" if best >= 0 else ""
     if streak > max_restarts:
-        outcome.reason = (f"{outcome.reason}; {streak} consecutive failures without progress beyond "
-                          f"step {new_state['best_step']} (K8SDDP_MAX_HANG_RESTARTS={max_restarts}): final")
+        outcome.reason = (f"{outcome.reason}; failed {streak} times in a row without progress{since} "
+                          f"(K8SDDP_MAX_HANG_RESTARTS={max_restarts}): final")
         outcome.code = ec.HANG_LIMIT
+    elif streak == 1:
+        outcome.reason = f"{outcome.reason}; retry 1 of {max_restarts}"
     else:
-        outcome.reason = f"{outcome.reason}; retry {streak} of {max_restarts} without progress"
+        outcome.reason = (f"{outcome.reason}; retry {streak} of {max_restarts}: failed {streak} "
+                          f"times in a row without progress{since}")
     return outcome, new_state

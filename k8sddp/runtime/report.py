@@ -84,8 +84,11 @@ class Reporter:
         if exc is not None:
             record["exception"] = f"{type(exc).__name__}: {exc}"
             record["traceback"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        line = (f"k8sddp train: rank {self.rank}: {kind} at step {record['step']} in phase "
-                f"{record['phase']} ({record['since_beat_s']} s since last beat): {message}\n")
+        if record["step"] is None:  # before the heartbeat existed (configuration, task import)
+            line = f"k8sddp train: rank {self.rank}: {kind}: {message}\n"
+        else:
+            line = (f"k8sddp train: rank {self.rank}: {kind} at step {record['step']} in phase "
+                    f"{record['phase']} ({record['since_beat_s']} s since last beat): {message}\n")
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(line)
             sys.stderr.flush()

@@ -103,11 +103,14 @@ def load_task(spec: str, args: Sequence[str] = ()) -> Task:
     ``attr`` may be a :class:`Task` (then ``args`` must be empty) or a factory returning one:
     called with ``args`` (a list of strings, the words after ``--task MODULE:ATTR``) when it takes
     a parameter, without arguments otherwise. A factory that raises ``SystemExit`` (argparse on
-    bad arguments) becomes a :class:`~k8sddp.errors.UsageError`.
+    bad arguments) becomes a :class:`~k8sddp.errors.UsageError`, and so does any other exception
+    raised while importing the module (``SyntaxError``, a module-level ``raise``) or calling the
+    factory: the same command would fail the same way on every restart, so it is final. The
+    original exception is chained as ``__cause__`` (the worker records its traceback).
 
     Raises:
         UsageError: a malformed spec, an import error, a missing attribute, arguments the task
-            does not take or rejects, or not a Task.
+            does not take or rejects, an exception in the module or the factory, or not a Task.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -115,7 +118,10 @@ def load_task(spec: str, args: Sequence[str] = ()) -> Task:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UsageError(f"--task {spec!r}: cannot import {module_name!r}: {exc}") from None
+        raise UsageError(f"--task {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # SyntaxError, a module-level raise: deterministic, final
+        raise UsageError(f"--task {spec!r}: importing {module_name!r} raised "
+                         f"{type(exc).__name__}: {exc}") from exc
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -136,6 +142,8 @@ def load_task(spec: str, args: Sequence[str] = ()) -> Task:
             obj = obj(args) if takes_args else obj()
         except SystemExit as exc:
             raise UsageError(f"--task {spec!r}: bad task arguments {args} (exit {exc.code})") from None
+        except Exception as exc:
+            raise UsageError(f"--task {spec!r}: the factory raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(obj, Task):
         raise UsageError(f"--task {spec!r}: {type(obj).__name__} is not a k8sddp.runtime.task.Task")
     return obj

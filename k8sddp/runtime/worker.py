@@ -96,7 +96,8 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     try:
         task: Task = load_task(task_spec, task_args)
     except UsageError as exc:
-        reporter.failure("config", exit_code=ec.CONFIG_ERROR, message=str(exc))
+        cause = exc.__cause__ if isinstance(exc.__cause__, BaseException) else None
+        reporter.failure("config", exit_code=ec.CONFIG_ERROR, message=str(exc), exc=cause)
         raise
 
     stop = StopController(run, rank=rank, world_size=world, grace_s=cfg.stop_grace_s, reporter=reporter)
@@ -151,7 +152,9 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
         outcome = loop.run()
     except BaseException as exc:  # noqa: BLE001 - every failure gets a record and an exit code
         kind = classify(exc)
-        if stop.requested and kind == "comm" and stop.is_preemption():
+        if isinstance(exc, UsageError):  # e.g. checkpoints of another task: final
+            kind, code = "config", ec.CONFIG_ERROR
+        elif stop.requested and kind == "comm" and stop.is_preemption():
             kind, code = "preempted", ec.PREEMPTED
         else:
             code = ec.HANG if kind == "comm" else ec.TASK_ERROR

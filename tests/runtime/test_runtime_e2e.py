@@ -218,3 +218,14 @@ def test_uneven_batch_counts_finish_under_join(tmp_path: Path, artifacts: Path) 
     assert run.wait(120) == 0, run.output()[-3000:]
     assert newest_valid(artifacts / "checkpoints")[0] == 16  # 2 epochs x max(5, 8) steps
     assert "rank 0: done at step 16" in run.output()
+
+
+def test_task_import_crash_is_final_with_traceback(tmp_path: Path, artifacts: Path) -> None:
+    # was 147 (retryable) with nothing recorded: the worker died before its start record
+    run = Run(launch_cmd("rt_badimport:task", nproc=1), guard_env(artifacts), tmp_path / "imp.log")
+    assert run.wait(120) == ec.CONFIG_ERROR, run.output()[-3000:]
+    rec = run_record(run_dirs(artifacts)[0])
+    assert rec["causes"] == {"0": "config"} and rec["retryable"] is False
+    assert "RuntimeError: rt_badimport: a module-level bug" in rec["tracebacks"]["0"]
+    assert "importing 'rt_badimport' raised RuntimeError" in rec["exit_reason"]
+    assert "step None" not in run.output()

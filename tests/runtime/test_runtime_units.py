@@ -96,7 +96,8 @@ def test_decide_priorities() -> None:
     assert hard.code == ec.HANG and hard.causes == {1: "hang-hard"}
     pre = decide(**base, failures={}, signalled=15)
     assert pre.code == ec.PREEMPTED
-    never = decide(child_code=1, started={}, failures={}, last_trace={}, hard_stopped=set(), signalled=None)
+    never = decide(child_code=1, started={}, failures={}, last_trace={}, hard_stopped=set(), signalled=None,
+                   log_tail=["torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"])
     assert never.code == ec.NOT_STARTED
 
 
@@ -263,8 +264,11 @@ def test_launch_missing_command_is_final_127(tmp_path: Path, monkeypatch) -> Non
 def test_launch_plain_command_outcomes(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a"))
     assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.SUCCESS
-    # a command that fails before any worker started (torchrun's rendezvous, say): retryable
-    assert main(["launch", "--", sys.executable, "-c", "raise SystemExit(1)"]) == ec.NOT_STARTED
+    # a command that fails before any worker started, not for a network reason: final
+    assert main(["launch", "--", sys.executable, "-c", "raise SystemExit(1)"]) == ec.TASK_ERROR
+    # ... and for one (torchrun's rendezvous, say): retryable
+    rdzv = "import sys; sys.exit('RendezvousConnectionError: connection refused')"
+    assert main(["launch", "--", sys.executable, "-c", rdzv]) == ec.NOT_STARTED
 
 
 def test_load_task_passes_arguments_to_factories() -> None:
@@ -314,3 +318,108 @@ def test_launch_refuses_nonfinite_timeout_with_2(tmp_path: Path, monkeypatch, ca
     monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a", K8SDDP_WATCHDOG_TIMEOUT_SECONDS="inf"))
     assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.CONFIG_ERROR
     assert "finite" in capsys.readouterr().err
+
+
+NO_TASK_TAIL = (Path(__file__).parent / "torchrun_no_task.txt").read_text().splitlines()
+
+
+@pytest.mark.parametrize(("code", "tail", "want", "words"), [
+    # torchrun -m k8sddp train (no --task): the workers' argparse exits 2 (real torchrun output)
+    (1, NO_TASK_TAIL, ec.CONFIG_ERROR, "required: --task"),
+    (2, ["run.py: error: unrecognized arguments: --bogus-flag"], ec.CONFIG_ERROR, "--bogus-flag"),
+    (1, ["ValueError: invalid literal for int() with base 10: 'abc'"], ec.TASK_ERROR, "ValueError"),
+    (5, [], ec.TASK_ERROR, "exited 5"),
+    (-9, [], ec.WORKER_KILLED, "signal 9"),
+    (1, ["  exitcode  : 1 (pid: 7)", "  exitcode  : 1 (pid: 8)"], ec.TASK_ERROR, "exited 1, 1"),
+    (1, ["  exitcode  : -9 (pid: 7)"], ec.WORKER_KILLED, "-9"),
+    (1, ["torch.distributed.DistNetworkError: The client socket has timed out"], ec.NOT_STARTED, "rendezvous"),
+    (1, ["socket.gaierror: [Errno -2] Name or service not known"], ec.NOT_STARTED, "Name or service"),
+    (0, [], ec.SUCCESS, "the command exited 0"),
+])
+def test_decide_when_no_worker_started(code: int, tail: list[str], want: int, words: str) -> None:
+    out = decide(child_code=code, started={}, failures={}, last_trace={}, hard_stopped=set(),
+                 signalled=None, log_tail=tail)
+    assert out.code == want and words in out.reason, out.reason
+
+
+def test_config_reason_names_the_workers_message() -> None:
+    out = decide(child_code=1, started={}, failures={0: {"kind": "config", "message": "--task 'x': boom"}},
+                 last_trace={}, hard_stopped=set(), signalled=None)
+    assert out.code == ec.CONFIG_ERROR and out.reason == "rank 0 refused its configuration: --task 'x': boom"
+
+
+def test_streak_messages_and_malformed_state() -> None:
+    def lost():
+        return decide(child_code=-9, started={}, failures={}, last_trace={}, hard_stopped=set(),
+                      signalled=None)
+
+    out, state = apply_hang_streak(lost(), None, max_restarts=1, progress_step=22)
+    assert "retry 1 of 1" in out.reason and "without progress" not in out.reason  # it progressed
+    out, state = apply_hang_streak(lost(), state, max_restarts=1, progress_step=22)
+    assert out.code == ec.HANG_LIMIT and "failed 2 times in a row without progress beyond step 22" in out.reason
+    assert "hang" not in out.reason
+    out, _ = apply_hang_streak(lost(), {"streak": 5, "best_step": -1}, max_restarts=9, progress_step=-1)
+    assert "beyond step" not in out.reason and "step -1" not in out.reason
+    for bad in ({"streak": "x", "best_step": None}, {"streak": True, "best_step": 1}, [1, 2], "x"):
+        out, state = apply_hang_streak(lost(), bad, max_restarts=1, progress_step=3)  # type: ignore[arg-type]
+        assert out.code == ec.WORKER_KILLED and state == {"streak": 1, "best_step": 3, "last_code": 137}
+
+
+def test_launch_survives_a_malformed_state_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    art = tmp_path / "a"
+    art.mkdir()
+    (art / "launcher-state-node0.json").write_text('{"streak": "x", "best_step": null}')
+    monkeypatch.setattr(os, "environ", guard_env(art))
+    kill = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    assert main(["launch", "--", sys.executable, "-c", kill]) == ec.WORKER_KILLED
+    assert "ignoring malformed hang-streak state" in capsys.readouterr().err
+    assert json.loads((art / "launcher-state-node0.json").read_text())["streak"] == 1
+    (attempt,) = (art / "runs").iterdir()
+    rec = json.loads((attempt / "run-node0.json").read_text())
+    assert rec["status"] == "finished" and rec["exit_code"] == ec.WORKER_KILLED
+
+
+def test_launcher_records_an_internal_error(tmp_path: Path, monkeypatch) -> None:
+    from k8sddp.runtime import launcher
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug in the launcher")
+
+    monkeypatch.setattr(launcher, "decide", broken)
+    env = guard_env(tmp_path / "a")
+    assert launcher.Launcher([sys.executable, "-c", "pass"], env).run() == ec.TASK_ERROR
+    (attempt,) = (tmp_path / "a" / "runs").iterdir()
+    rec = json.loads((attempt / "run-node0.json").read_text())
+    assert (rec["status"], rec["exit_code"], rec["exit_name"]) == ("finished", 1, "launcher-error")
+    assert "a bug in the launcher" in rec["launcher_traceback"]
+
+
+def test_launch_record_details(tmp_path: Path, monkeypatch, capsys) -> None:
+    from k8sddp.runtime.launcher import torchrun_flag
+
+    cmd = ["torchrun", "--nnodes", "1", "--nproc_per_node=2", "-m", "k8sddp", "train", "--nnodes=9"]
+    assert (torchrun_flag(cmd, "--nnodes"), torchrun_flag(cmd, "--nproc-per-node")) == ("1", "2")
+    assert torchrun_flag(["true", "--nnodes=3"], "--nnodes") is None
+    assert main(["launch"]) == ec.CONFIG_ERROR
+    assert "k8sddp launch: no command given" in capsys.readouterr().err
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a", TORCH_FR_DUMP_TEMP_FILE=str(afile / "x" / "rank-")))
+    assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.CONFIG_ERROR
+    assert "TORCH_FR_DUMP_TEMP_FILE" in capsys.readouterr().err
+
+
+def test_task_import_and_factory_errors_are_usage_errors_with_cause(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    from k8sddp.runtime.task import load_task
+
+    (tmp_path / "rt_badsyntax.py").write_text("def task(:\n")
+    (tmp_path / "rt_raises.py").write_text("raise RuntimeError('at import')\n")
+    (tmp_path / "rt_factory.py").write_text("def task():\n    raise ValueError('factory says no')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for spec, words, cause in (("rt_badsyntax:task", "SyntaxError", SyntaxError),
+                               ("rt_raises:task", "RuntimeError: at import", RuntimeError),
+                               ("rt_factory:task", "ValueError: factory says no", ValueError)):
+        with pytest.raises(UsageError, match=words) as info:
+            load_task(spec)
+        assert isinstance(info.value.__cause__, cause)
