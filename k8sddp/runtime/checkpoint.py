@@ -9,11 +9,18 @@ File format and completeness rules: :mod:`k8sddp.runtime.checkpoint_files`. The 
 
 DDP keeps every rank's parameters identical after each optimizer step, so rank 0 alone writes;
 RNG states differ per rank and are gathered first (:func:`gather_rng`).
+
+Objects travel between ranks as pickled bytes in ``uint8`` tensors (:func:`broadcast_object`,
+:func:`all_gather_objects`), not through ``broadcast_object_list``/``all_gather_object``: those
+turn the received tensor back into bytes with ``tensor.numpy()`` (torch/distributed/
+distributed_c10d.py, ``_tensor_to_object``), and torch's wheel does not depend on NumPy, so every
+multi-rank run failed on a fresh ``pip install 'k8sddp[train]'`` (review of issue 3, item 1).
 """
 
 from __future__ import annotations
 
 import io
+import pickle
 import random
 import sys
 from pathlib import Path
@@ -52,14 +59,53 @@ def restore_rng(state: dict[str, Any]) -> None:
         np.random.set_state(state["numpy"])
 
 
-def gather_rng(world_size: int) -> list[dict[str, Any]]:
-    """Every rank's :func:`capture_rng`, indexed by rank (a collective when ``world_size > 1``)."""
+def _encode(obj: Any, device: torch.device) -> torch.Tensor:
+    return torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(device)
+
+
+def _decode(t: torch.Tensor, size: int) -> Any:
+    return pickle.loads(bytes(t[:size].cpu().tolist()))  # noqa: S301 - our own ranks' bytes
+
+
+def broadcast_object(obj: Any, *, src: int = 0, device: torch.device | None = None) -> Any:
+    """``obj`` of rank ``src`` on every rank (a collective; no NumPy). Small objects only: the
+    bytes are turned back with ``tolist`` (a checkpoint path, a verdict)."""
+    if not dist.is_initialized() or dist.get_world_size() <= 1:
+        return obj
+    device = device or torch.device("cpu")
+    data = _encode(obj, device) if dist.get_rank() == src else torch.empty(0, dtype=torch.uint8, device=device)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=device)
+    dist.broadcast(size, src=src)
+    if dist.get_rank() != src:
+        data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+    dist.broadcast(data, src=src)
+    return _decode(data, int(size.item()))
+
+
+def all_gather_objects(obj: Any, *, device: torch.device | None = None) -> list[Any]:
+    """Every rank's ``obj``, indexed by rank (a collective; no NumPy; small objects, as above)."""
+    if not dist.is_initialized() or dist.get_world_size() <= 1:
+        return [obj]
+    device = device or torch.device("cpu")
+    world = dist.get_world_size()
+    data = _encode(obj, device)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([data.numel()], dtype=torch.int64, device=device))
+    longest = max(int(t.item()) for t in sizes)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded[:data.numel()] = data
+    parts = [torch.empty(longest, dtype=torch.uint8, device=device) for _ in range(world)]
+    dist.all_gather(parts, padded)
+    return [_decode(part, int(size.item())) for part, size in zip(parts, sizes, strict=True)]
+
+
+def gather_rng(world_size: int, device: torch.device | None = None) -> list[dict[str, Any]]:
+    """Every rank's :func:`capture_rng`, indexed by rank (a collective when ``world_size > 1``;
+    ``device``: where the collective's tensors live, the rank's CUDA device under NCCL)."""
     mine = capture_rng()
     if world_size <= 1 or not dist.is_initialized():
         return [mine]
-    out: list[Any] = [None] * world_size
-    dist.all_gather_object(out, mine)
-    return out
+    return all_gather_objects(mine, device=device)
 
 
 def save(folder: Path, step: int, state: dict[str, Any], *, keep: int) -> Path:

@@ -221,7 +221,7 @@ class TrainingLoop:
                 print(f"k8sddp train: skipping checkpoint {reason}", file=sys.stderr)
             choice = [str(path) if path else None]
         if self.p.world_size > 1:
-            dist.broadcast_object_list(choice, src=0)
+            choice = [ckpt.broadcast_object(choice[0], src=0, device=self.p.device)]
         if choice[0] is None:
             return
         state = ckpt.load(Path(choice[0]), self.p.device)
@@ -244,7 +244,7 @@ class TrainingLoop:
         if self.ckpt_dir is None or self.saved_step == self.step:
             return
         self.hb.beat(self.step, "checkpoint")
-        rngs = ckpt.gather_rng(self.p.world_size) if collective else [ckpt.capture_rng()]
+        rngs = ckpt.gather_rng(self.p.world_size, self.p.device) if collective else [ckpt.capture_rng()]
         state = {
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
             "world_size": self.p.world_size if collective else -1, "seed": self.cfg.seed,
