@@ -20,6 +20,7 @@ import contextlib
 import datetime as dt
 import importlib.metadata
 import os
+import re
 import secrets
 import signal
 import socket
@@ -96,6 +97,23 @@ def _copy(src: IO[bytes], dst: IO[bytes], tail: collections.deque[str], lock: th
             dst.flush()
         with lock:
             tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+
+_SOFT_HEADER = re.compile(r"watchdog: no heartbeat for [\d.]+ s in phase '(\w+)' at step (-?\d+)")
+
+
+def _stall_header(run: RunDir, rank: int) -> dict[str, Any] | None:
+    """``{step, phase}`` from the last soft-watchdog header in a rank's stacks file (written first
+    when its watchdog fired, before it stalled or was cut short by the hard stop), or ``None``."""
+    try:
+        text = run.stacks(rank).read_text(errors="replace")
+    except OSError:
+        return None
+    found = _SOFT_HEADER.findall(text)
+    if not found:
+        return None
+    phase, step = found[-1]
+    return {"step": int(step), "phase": phase}
 
 
 def _hard_stopped(run: RunDir, ranks: Sequence[int]) -> set[int]:
@@ -286,10 +304,14 @@ class Launcher:
         if error is not None:
             outcome = Outcome(child_code, f"cannot run {self.command[0]!r}: {error}")
         else:
+            hard = _hard_stopped(run, quiet)
+            # a hard-stopped rank: its soft watchdog's header, when it got that far, is newer
+            # than its trace (the thread that writes the trace starved)
+            last = {r: (_stall_header(run, r) if r in hard else None) or run.last_trace_entry(r)
+                    for r in quiet}
             outcome = decide(
                 child_code=child_code, started=started, failures=failures,
-                last_trace={r: run.last_trace_entry(r) for r in quiet},
-                hard_stopped=_hard_stopped(run, quiet), signalled=self.signalled,
+                last_trace=last, hard_stopped=hard, signalled=self.signalled,
                 log_tail=list(tail))
         progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))
         state_path = artifacts.launcher_state(node)

@@ -108,9 +108,16 @@ class Heartbeat:
         return self._budgets.get(phase, self._default)
 
     def drain(self) -> list[tuple[int, str, float]]:
-        """Take the buffered trace entries ``(step, phase, monotonic)``."""
+        """Take the buffered trace entries ``(step, phase, monotonic)``, plus the latest beat when
+        the sampling skipped it (so the trace always ends at the last beat before a hang; at most
+        one extra line per call; the watchdog calls this once per wake-up)."""
         buf = self._trace
         self._trace = []
+        last = self.last  # beat() stores step, phase, last: read last first, then re-check it
+        step, phase = self.step, self.phase
+        if last > self._traced and last == self.last:
+            buf.append((step, phase, last))
+            self._traced = last
         return buf
 
 
@@ -130,7 +137,9 @@ class Watchdog:
         install_wakeup_fd: make the thread's pipe the interpreter's signal wakeup fd (the
             constructor must then run in the main thread).
         stall_exit_code: the exit code when ``on_stall`` returns.
-        fire_grace_s: seconds the hard stop allows ``on_stall`` to finish its dumps.
+        fire_grace_s: at most this many seconds for ``on_stall`` to finish its dumps; never
+            later than the hard stop already armed (at least 1 s), so a soft path that itself
+            stalls (GIL starvation) does not push the hard stop out.
         hard_stop: arm the C-level hard stop (``False``: the soft watchdog only).
         exit_on_stall: ``os._exit(stall_exit_code)`` after ``on_stall`` (``False``: the thread
             just ends; for embedding and tests).
@@ -164,6 +173,7 @@ class Watchdog:
         self._lock = threading.Lock()
         self._stopping = False
         self._timer: tuple[float, Callable[[], None]] | None = None
+        self._hard_deadline = float("inf")  # monotonic time of the armed hard stop
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
@@ -223,6 +233,7 @@ class Watchdog:
         if not self._hard:
             return
         with self._lock:
+            self._hard_deadline = _mono() + delay
             if self._stacks is not None:
                 faulthandler.dump_traceback_later(delay, repeat=False, file=self._stacks, exit=False)
             else:
@@ -288,7 +299,8 @@ class Watchdog:
             self._wait(wake - now)
 
     def _fire(self, stall: Stall) -> None:
-        self._arm_at(self._fire_grace)
+        # bounded by the hard stop already armed (last beat + budget + period + margin at most)
+        self._arm_at(min(self._fire_grace, max(1.0, self._hard_deadline - _mono())))
         try:
             self._on_stall(stall)
         finally:

@@ -423,3 +423,56 @@ def test_task_import_and_factory_errors_are_usage_errors_with_cause(tmp_path: Pa
         with pytest.raises(UsageError, match=words) as info:
             load_task(spec)
         assert isinstance(info.value.__cause__, cause)
+
+
+def test_trace_drain_always_ends_at_the_latest_beat() -> None:
+    hb = Heartbeat({"step": 5.0, "data": 5.0}, 5.0, trace_every_s=3600)
+    for step in range(1, 6):
+        hb.beat(step, "data")
+        hb.beat(step, "step")
+    entries = hb.drain()
+    assert [(s, p) for s, p, _ in entries] == [(0, "init"), (5, "step")]  # was: the init entry only
+    assert hb.drain() == []  # nothing new since
+    hb.beat(6, "data")
+    assert [(s, p) for s, p, _ in hb.drain()] == [(6, "data")]
+
+
+SOFT_STALLS_CHILD = textwrap.dedent("""
+    import sys, time
+    from k8sddp.runtime.watchdog import Heartbeat, Watchdog
+    stacks = open(sys.argv[1], "a")
+    hb = Heartbeat({"step": 1.0}, 1.0)
+    hb.beat(1, "step")
+
+    def on_stall(stall):
+        print("soft path started", flush=True)
+        sum(range(10**11))  # the soft path itself starves (GIL held in C), as in review item 6
+
+    Watchdog(hb, on_stall=on_stall, stacks_file=stacks, hard_margin_s=0.5).start()
+    time.sleep(600)
+""")
+
+
+def test_a_stalled_soft_path_does_not_push_the_hard_stop_out(tmp_path: Path) -> None:
+    # was: the soft path re-armed the hard stop to a fixed 10 s (fire_grace_s) whatever the budget
+    stacks = tmp_path / "stacks.txt"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", SOFT_STALLS_CHILD, str(stacks)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == -14 and "soft path started" in proc.stdout, proc.stderr
+    assert "Timeout (" in stacks.read_text()
+    # budget 1 + period 0.25 + margin 0.5 + kill 0.5 = 2.25 s after the beat, + interpreter startup
+    assert elapsed < 8.0, elapsed
+
+
+def test_hard_stopped_rank_reports_the_soft_headers_step(tmp_path: Path) -> None:
+    from k8sddp.runtime.artifacts import RunDir
+    from k8sddp.runtime.launcher import _stall_header
+
+    run = RunDir(tmp_path)
+    run.stacks(0).write_text(
+        "--- k8sddp rank 0: watchdog: no heartbeat for 3.11 s in phase 'hook' at step 4 (budget 3 s) "
+        "at 2026-01-01T00:00:00 ---\nThread 0x1 (most recent call first):\nTimeout (0:00:04)!\n")
+    assert _stall_header(run, 0) == {"step": 4, "phase": "hook"}
+    assert _stall_header(run, 1) is None
