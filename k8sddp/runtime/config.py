@@ -28,7 +28,7 @@ IMAGE = "K8SDDP_IMAGE"
 CODE_VERSION = "K8SDDP_CODE_VERSION"
 
 #: Phases the training loop names in its beats (``docs/runtime.md``, "Watchdog").
-PHASES = ("init", "data", "step", "eval", "checkpoint", "stop")
+PHASES = ("init", "data", "step", "hook", "eval", "checkpoint", "stop")
 #: eval and checkpoint budgets default to this many step budgets.
 LONG_PHASE_FACTOR = 3.0
 DEFAULT_STOP_GRACE_SECONDS = 20.0
@@ -105,7 +105,8 @@ class RuntimeConfig:
         pg_timeout_s: process-group timeout (seconds), ``K8SDDP_PG_TIMEOUT_SECONDS``.
         watchdog_timeout_s: heartbeat budget of the step and data phases (seconds).
         max_hang_restarts: ``K8SDDP_MAX_HANG_RESTARTS`` (read by the launcher).
-        budgets: seconds per phase (``init``, ``data``, ``step``, ``eval``, ``checkpoint``, ``stop``).
+        budgets: seconds per phase (``init``, ``data``, ``step``, ``hook``, ``eval``,
+            ``checkpoint``, ``stop``).
         seed: base seed; rank ``r`` seeds its generators with ``seed + r``.
         checkpoint_every: steps between checkpoints (``None``: the task's own setting).
         checkpoint_keep: newest complete checkpoints kept (>= 1).
@@ -140,6 +141,7 @@ class RuntimeConfig:
             "init": max(pg, wd),
             "data": wd,
             "step": wd,
+            "hook": wd,  # the task's on_step_end (its own code, its own collectives)
             "eval": wd * LONG_PHASE_FACTOR,
             "checkpoint": wd * LONG_PHASE_FACTOR,
         }

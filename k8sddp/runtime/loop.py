@@ -1,7 +1,7 @@
 """The guarded DDP training loop (needs torch).
 
 Per step: ``beat(step, "data")``, fetch, ``beat(step, "step")``, forward/backward/optimizer step,
-the task's ``on_step_end``, the stop check, periodic checkpoints. Per epoch: ``set_epoch`` on the
+``beat(step, "hook")`` and the task's ``on_step_end`` (when it has one), the stop check, periodic checkpoints. Per epoch: ``set_epoch`` on the
 ``DistributedSampler``, one small all-reduce comparing the ranks' batch counts (uneven counts run
 under DDP's ``join()``, which costs an extra all-reduce per step and is therefore used only then),
 evaluation on every rank through ``ddp.module`` (rank-0-only evaluation through the DDP wrapper is
@@ -355,6 +355,9 @@ class TrainingLoop:
                     self.step += 1
                     self.batch_in_epoch += 1
                     if task.on_step_end is not None:
+                        # its own phase: a rank stuck in the task's hook is told apart from one
+                        # waiting in the next step's collective (review of issue 3, item 9)
+                        hb.beat(self.step, "hook")
                         task.on_step_end(StepContext(
                             rank=p.rank, world_size=p.world_size, local_rank=p.local_rank,
                             step=self.step, epoch=self.epoch, heartbeat=hb, rank0_io=self.rank0_io,

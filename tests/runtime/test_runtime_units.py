@@ -476,3 +476,13 @@ def test_hard_stopped_rank_reports_the_soft_headers_step(tmp_path: Path) -> None
         "at 2026-01-01T00:00:00 ---\nThread 0x1 (most recent call first):\nTimeout (0:00:04)!\n")
     assert _stall_header(run, 0) == {"step": 4, "phase": "hook"}
     assert _stall_header(run, 1) is None
+
+
+def test_hook_phase_tells_the_stuck_rank_from_the_waiting_one() -> None:
+    # review item 9: rank 0 sleeps in its on_step_end at step 5, rank 1 waits in step 6's
+    # all-reduce; both beat step 5 now, rank 0 in phase hook (was: "step 4, phase step")
+    assert RuntimeConfig.from_env({"K8SDDP_WATCHDOG_TIMEOUT_SECONDS": "7"}).budgets["hook"] == 7
+    out = decide(child_code=1, started={0: {}, 1: {}},
+                 failures={0: _rec("terminated", 5, "hook"), 1: _rec("hang", 5, "step")},
+                 last_trace={}, hard_stopped=set(), signalled=None)
+    assert out.suspects == [0]
