@@ -4,7 +4,8 @@ File format and completeness rules: :mod:`k8sddp.runtime.checkpoint_files`. The 
 ``torch.save`` dict::
 
     {"format": 1, "step": int, "epoch": int, "batch_in_epoch": int, "world_size": int,
-     "seed": int, "task": str, "model": state_dict, "optimizer": state_dict,
+     "samples_in_epoch": int, "seed": int, "task": str, "model_fingerprint": str,
+     "model": state_dict, "optimizer": state_dict,
      "rng": [per-rank {"python", "torch", "cuda"?, "numpy"?}], "extra": any}
 
 DDP keeps every rank's parameters identical after each optimizer step, so rank 0 alone writes;
@@ -29,7 +30,18 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .checkpoint_files import newest_valid, prune, write_checkpoint_bytes
+from ..errors import UsageError
+from .artifacts import read_json
+from .checkpoint_files import (
+    fingerprint,
+    foreign,
+    manifest_path,
+    manifest_steps,
+    payload_path,
+    prune,
+    verify,
+    write_checkpoint_bytes,
+)
 
 FORMAT = 1
 
@@ -108,30 +120,78 @@ def gather_rng(world_size: int, device: torch.device | None = None) -> list[dict
     return all_gather_objects(mine, device=device)
 
 
+def model_fingerprint(model: torch.nn.Module) -> str:
+    """:func:`k8sddp.runtime.checkpoint_files.fingerprint` of ``model.state_dict()``."""
+    return fingerprint((k, tuple(v.shape), str(v.dtype)) for k, v in model.state_dict().items())
+
+
 def save(folder: Path, step: int, state: dict[str, Any], *, keep: int) -> Path:
     """Serialize ``state`` and write it as checkpoint ``step`` (payload, then manifest), then keep
-    only the ``keep`` newest complete checkpoints.
+    only the ``keep`` newest intact checkpoints of the same task and model
+    (:func:`k8sddp.runtime.checkpoint_files.prune`).
 
     Raises:
         OSError: the folder cannot be written.
     """
     buf = io.BytesIO()
     torch.save({"format": FORMAT, **state}, buf)
-    path = write_checkpoint_bytes(folder, step, buf.getvalue(),
-                                  {"epoch": state.get("epoch"), "task": state.get("task")})
-    prune(folder, keep)
+    meta = {k: state.get(k) for k in ("epoch", "task", "model_fingerprint", "world_size")}
+    path = write_checkpoint_bytes(folder, step, buf.getvalue(), meta)
+    prune(folder, keep, task=state.get("task"), model_fingerprint=state.get("model_fingerprint"))
     return path
 
 
-def find_resume(folder: Path) -> tuple[int, Path | None, list[str]]:
-    """``(step, payload, skipped)`` of the newest complete, intact checkpoint (``-1, None``: none)."""
-    step, path, skipped = newest_valid(folder)
-    return step, (path if step >= 0 else None), skipped
-
-
 def load(path: Path, device: torch.device) -> dict[str, Any]:
-    """Load a payload written by :func:`save` (a verified file on the job's own volume)."""
+    """Load a payload written by :func:`save` (a verified file on the job's own volume).
+
+    Raises:
+        ValueError: not a dict of this format. Any unpickling error propagates.
+    """
     state = torch.load(path, map_location=device, weights_only=False)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError(f"{path}: not a k8sddp checkpoint of format {FORMAT}")
     return state
+
+
+def choose_resume(folder: Path, *, task: str, model_fp: str, device: torch.device,
+                  warn: Any = print) -> tuple[Path | None, dict[str, Any] | None]:
+    """Rank 0's choice: the newest checkpoint that is intact, loads, and belongs to this task and
+    model; ``(None, None)`` when there is none. Each one passed over is reported through ``warn``
+    (one line each): invalid (size, sha256, manifest), unloadable although its checksum matches
+    (``torch.load`` fails, wrong format), or another task's/model's.
+
+    Raises:
+        UsageError: no usable checkpoint, but some of another task or model: resuming from
+            nothing would silently restart, so the run refuses (final, exit 2).
+    """
+    others: list[str] = []
+    for step in manifest_steps(folder):
+        name = f"ckpt-{step:09d}"
+        problem = verify(folder, step)
+        if problem is not None:
+            warn(f"skipping checkpoint {name}: {problem}")
+            continue
+        why = foreign(read_json(manifest_path(folder, step)), task=task, model_fingerprint=model_fp)
+        if why is None:
+            path = payload_path(folder, step)
+            try:
+                state = load(path, device)
+            except Exception as exc:  # noqa: BLE001 - any unpickling failure: fall back
+                warn(f"skipping checkpoint {name}: its checksum matches but it does not load: "
+                     f"{type(exc).__name__}: {str(exc)[:200]}; falling back to an older one")
+                continue
+            recorded = dict(state)
+            if recorded.get("model_fingerprint") is None and isinstance(state.get("model"), dict):
+                recorded["model_fingerprint"] = fingerprint(  # older checkpoints: from the payload
+                    (k, tuple(v.shape), str(v.dtype)) for k, v in state["model"].items()
+                    if isinstance(v, torch.Tensor))
+            why = foreign(recorded, task=task, model_fingerprint=model_fp)
+            if why is None:
+                return path, state
+        warn(f"skipping checkpoint {name}: {why}")
+        others.append(f"{name}: {why}")
+    if others:
+        raise UsageError(
+            f"{folder} holds checkpoints of another task or model and none of this one "
+            f"({others[0]}): use a fresh K8SDDP_ARTIFACT_DIR, or remove them to start over")
+    return None, None

@@ -7,6 +7,12 @@ A checkpoint is two files in ``<artifact>/checkpoints/``:
   *after* the payload is durable. The manifest is the completeness marker: a payload without one
   (a writer killed mid-way) is never loaded, and a payload whose size or sha256 differs from its
   manifest (truncated, corrupted) is skipped in favour of the next older complete one.
+
+The manifest also names the ``task`` and the ``model_fingerprint`` (:func:`fingerprint`) of the
+run that wrote it. Retention (:func:`prune`) counts only this run's intact checkpoints toward
+``keep``: an invalid entry (no readable manifest, wrong size or sha256, a folder) is never counted,
+so it cannot push a good checkpoint out, and another task's or model's checkpoints are neither
+counted nor deleted.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +28,30 @@ from .artifacts import read_json, write_bytes_atomic, write_json_atomic
 
 _PAYLOAD = re.compile(r"ckpt-(\d{9})\.pt")
 _MANIFEST = re.compile(r"ckpt-(\d{9})\.json")
+
+
+#: ``(path, size, mtime_ns)`` of payloads whose sha256 matched their manifest in this process:
+#: retention re-checks the kept checkpoints after every save without re-reading them.
+_VERIFIED: set[tuple[str, int, int]] = set()
+
+
+def _stat_key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (str(path), st.st_size, st.st_mtime_ns)
+
+
+def fingerprint(entries: Iterable[tuple[str, Iterable[int], str]]) -> str:
+    """A model's structure as 16 hex digits: sha256 over ``(name, shape, dtype)`` of every
+    state-dict entry, in order (:func:`k8sddp.runtime.checkpoint.model_fingerprint` feeds it).
+    Two models whose state dicts load into each other (same names and shapes) share it, dtype
+    aside (``load_state_dict`` converts dtypes)."""
+    h = hashlib.sha256()
+    for name, shape, _dtype in entries:
+        h.update(f"{name}:{tuple(int(d) for d in shape)};".encode())
+    return h.hexdigest()[:16]
 
 
 def payload_path(folder: Path, step: int) -> Path:
@@ -44,6 +75,9 @@ def write_checkpoint_bytes(folder: Path, step: int, data: bytes, meta: dict[str,
     manifest = {"format": 1, "step": step, "file": payload.name, "size": len(data),
                 "sha256": hashlib.sha256(data).hexdigest(), **(meta or {})}
     write_json_atomic(manifest_path(folder, step), manifest)
+    key = _stat_key(payload)
+    if key is not None:
+        _VERIFIED.add(key)
     return payload
 
 
@@ -61,6 +95,9 @@ def verify(folder: Path, step: int) -> str | None:
     if not isinstance(manifest, dict):
         return "no readable manifest"
     payload = payload_path(folder, step)
+    key = _stat_key(payload)
+    if key is not None and key in _VERIFIED and key[1] == manifest.get("size"):
+        return None
     try:
         data = payload.read_bytes()
     except OSError as exc:
@@ -69,6 +106,22 @@ def verify(folder: Path, step: int) -> str | None:
         return f"payload is {len(data)} bytes, manifest says {manifest.get('size')}"
     if hashlib.sha256(data).hexdigest() != manifest.get("sha256"):
         return "payload sha256 differs from the manifest"
+    if key is not None:
+        _VERIFIED.add(key)
+    return None
+
+
+def foreign(manifest: Any, *, task: str | None, model_fingerprint: str | None) -> str | None:
+    """Why a checkpoint (its manifest or payload dict) belongs to another task or model, or
+    ``None`` when it is this run's (fields it does not record are not held against it)."""
+    if not isinstance(manifest, dict):
+        return None
+    theirs = manifest.get("task")
+    if task is not None and theirs is not None and theirs != task:
+        return f"written by task {theirs!r}, this run's task is {task!r}"
+    fp = manifest.get("model_fingerprint")
+    if model_fingerprint is not None and fp is not None and fp != model_fingerprint:
+        return f"model fingerprint {fp}, this run's model is {model_fingerprint} (another architecture)"
     return None
 
 
@@ -99,21 +152,36 @@ def newest_complete_step(folder: Path) -> int:
     return -1
 
 
-def prune(folder: Path, keep: int) -> list[Path]:
-    """Keep the ``keep`` newest complete checkpoints; delete older ones, orphan payloads and
-    temporary files (run by the only writer, after its own save). Returns what was deleted."""
+def prune(folder: Path, keep: int, *, task: str | None = None,
+          model_fingerprint: str | None = None) -> list[Path]:
+    """Keep the ``keep`` newest intact checkpoints of this task and model; delete older ones,
+    invalid entries, orphan payloads and temporary files (run by the only writer, after its own
+    save). Another task's or model's checkpoints (:func:`foreign`) are left alone and not counted;
+    invalid ones (:func:`verify` fails) are not counted. Returns what was deleted."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    complete = [s for s in manifest_steps(folder) if payload_path(folder, s).exists()]
-    kept = set(complete[:max(1, keep)])
+    kept: set[int] = set()
+    doomed_steps: set[int] = set()
+    spared: set[int] = set()
+    for step in manifest_steps(folder):  # newest first
+        manifest = read_json(manifest_path(folder, step))
+        if verify(folder, step) is not None or not payload_path(folder, step).is_file():
+            doomed_steps.add(step)
+        elif foreign(manifest, task=task, model_fingerprint=model_fingerprint):
+            spared.add(step)
+        elif len(kept) < max(1, keep):
+            kept.add(step)
+        else:
+            doomed_steps.add(step)
     deleted: list[Path] = []
     for entry in folder.iterdir():
         m = _PAYLOAD.fullmatch(entry.name) or _MANIFEST.fullmatch(entry.name)
-        doomed = (m is not None and int(m.group(1)) not in kept) or entry.name.endswith(".tmp")
-        if doomed:
-            # manifests first, so a crash mid-prune never leaves a manifest without its payload
+        step = int(m.group(1)) if m else None
+        orphan = step is not None and step not in kept and step not in spared and step not in doomed_steps
+        if (step in doomed_steps or orphan or entry.name.endswith(".tmp")) and not entry.is_dir():
             deleted.append(entry)
+    # manifests first, so a crash mid-prune never leaves a manifest without its payload
     deleted.sort(key=lambda p: (p.suffix != ".json", p.name))
     for entry in deleted:
         with contextlib.suppress(OSError):

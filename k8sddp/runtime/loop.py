@@ -31,6 +31,7 @@ from torch.distributed.algorithms.join import Join, Joinable, JoinHook
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, IterableDataset
 
+from ..errors import UsageError
 from . import checkpoint as ckpt
 from .artifacts import ArtifactDir
 from .config import RuntimeConfig
@@ -54,7 +55,16 @@ class ResumableSampler(DistributedSampler):  # type: ignore[type-arg]
         return iter(indices[start:])
 
     def __len__(self) -> int:
-        return self.num_samples - self.start
+        return max(0, self.num_samples - self.start)
+
+
+def reshard_start(samples_seen: int, world_size: int) -> int:
+    """Per-rank samples to skip when an epoch that consumed ``samples_seen`` samples in total (all
+    ranks) resumes on ``world_size`` ranks. ``DistributedSampler`` deals the epoch's permutation
+    out round-robin (rank ``r`` gets positions ``r, r + W, ...``), so the first ``samples_seen``
+    positions are covered by ``ceil(samples_seen / W)`` per rank: at most ``W - 1`` samples at the
+    boundary are skipped, none is seen twice."""
+    return -(-max(0, samples_seen) // max(1, world_size))
 
 
 def seed_all(seed: int) -> None:
@@ -178,6 +188,9 @@ class TrainingLoop:
         self.step = 0
         self.epoch = 0
         self.batch_in_epoch = 0
+        #: per-rank samples of the current epoch skipped at its start (a resume mid-epoch)
+        self.skip = 0
+        self.model_fp: str | None = None
         self.saved_step = -1
         self.resumed_from: int | None = None
         self.eval_results: list[dict[str, Any]] = []
@@ -214,28 +227,52 @@ class TrainingLoop:
     def _resume(self) -> None:
         if self.ckpt_dir is None:
             return
-        choice: list[Any] = [None]
-        if self.p.rank == 0:
-            step, path, skipped = ckpt.find_resume(self.ckpt_dir)
-            for reason in skipped:
-                print(f"k8sddp train: skipping checkpoint {reason}", file=sys.stderr)
-            choice = [str(path) if path else None]
-        if self.p.world_size > 1:
-            choice = [ckpt.broadcast_object(choice[0], src=0, device=self.p.device)]
-        if choice[0] is None:
+        p = self.p
+        self.model_fp = ckpt.model_fingerprint(self.model)
+        verdict: dict[str, Any] = {"path": None, "error": None}
+        state: dict[str, Any] | None = None
+        if p.rank == 0:
+            try:
+                path, state = ckpt.choose_resume(
+                    self.ckpt_dir, task=self.task.name, model_fp=self.model_fp, device=p.device,
+                    warn=lambda m: print(f"k8sddp train: {m}", file=sys.stderr))
+                verdict["path"] = str(path) if path else None
+            except UsageError as exc:
+                verdict["error"] = str(exc)
+        if p.world_size > 1:
+            verdict = ckpt.broadcast_object(verdict, src=0, device=p.device)
+        if verdict["error"]:
+            raise UsageError(verdict["error"])
+        if verdict["path"] is None:
             return
-        state = ckpt.load(Path(choice[0]), self.p.device)
+        if state is None:
+            state = ckpt.load(Path(verdict["path"]), p.device)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = self.saved_step = self.resumed_from = int(state["step"])
         self.epoch = int(state["epoch"])
-        self.batch_in_epoch = int(state["batch_in_epoch"])
+        bs = self.task.batch_size
+        rank_samples = int(state.get("rank_samples_in_epoch", int(state["batch_in_epoch"]) * bs))
+        saved_world = state.get("world_size")
+        same = not isinstance(saved_world, int) or saved_world <= 0 or saved_world == p.world_size
+        if same:
+            self.skip = rank_samples
+        else:  # elastic: another world size; continue at the same global sample position
+            seen = int(state.get("samples_in_epoch", rank_samples * int(saved_world)))
+            self.skip = reshard_start(seen, p.world_size)
+            if p.rank == 0:
+                print(f"k8sddp train: checkpoint step {self.step} was written by {saved_world} ranks, "
+                      f"resuming on {p.world_size}: epoch {self.epoch} continues after {seen} samples "
+                      f"({self.skip} per rank); RNG streams reseeded (not bit-identical to an "
+                      "uninterrupted run)", file=sys.stderr)
+        self.batch_in_epoch = 0
         rngs = state.get("rng") or []
-        if self.p.rank < len(rngs) and state.get("world_size") == self.p.world_size:
-            ckpt.restore_rng(rngs[self.p.rank])
-        else:  # another world size: deterministic per-rank reseed
-            seed_all(self.cfg.seed + self.p.rank + 7919 * self.step)
-        print(f"k8sddp train: rank {self.p.rank}: resumed from {choice[0]} (step {self.step})",
+        complete = state.get("rng_complete", saved_world == p.world_size)
+        if same and complete and p.rank < len(rngs):
+            ckpt.restore_rng(rngs[p.rank])
+        else:  # another world size, or a final checkpoint without agreement: per-rank reseed
+            seed_all(self.cfg.seed + p.rank + 7919 * self.step)
+        print(f"k8sddp train: rank {p.rank}: resumed from {verdict['path']} (step {self.step})",
               file=sys.stderr)
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -245,10 +282,16 @@ class TrainingLoop:
             return
         self.hb.beat(self.step, "checkpoint")
         rngs = ckpt.gather_rng(self.p.world_size, self.p.device) if collective else [ckpt.capture_rng()]
+        rank_samples = self.skip + self.batch_in_epoch * self.task.batch_size
+        if self.model_fp is None:
+            self.model_fp = ckpt.model_fingerprint(self.model)
         state = {
             "step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch,
-            "world_size": self.p.world_size if collective else -1, "seed": self.cfg.seed,
-            "task": self.task.name, "model": self.model.state_dict(),
+            "rank_samples_in_epoch": rank_samples,
+            "samples_in_epoch": rank_samples * self.p.world_size,
+            "world_size": self.p.world_size, "rng_complete": collective, "seed": self.cfg.seed,
+            "task": self.task.name, "model_fingerprint": self.model_fp,
+            "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "rng": rngs,
             "extra": self.task.extra_state() if self.task.extra_state else None,
         }
@@ -323,7 +366,7 @@ class TrainingLoop:
         while self.epoch < task.epochs and not (max_steps is not None and self.step >= max_steps):
             if self.sampler is not None:
                 self.sampler.set_epoch(self.epoch)
-                self.sampler.start = self.batch_in_epoch * task.batch_size
+                self.sampler.start = self.skip
             elif hasattr(self.dataset, "set_epoch"):
                 self.dataset.set_epoch(self.epoch)
             self.generator.manual_seed(self.cfg.seed * 1_000_003 + self.epoch)
@@ -380,13 +423,13 @@ class TrainingLoop:
                 if self._any_rank(stop.requested):  # SIGTERM during an uneven epoch: stop here
                     if completed:
                         self.epoch += 1
-                        self.batch_in_epoch = 0
+                        self.batch_in_epoch = self.skip = 0
                     hb.beat(self.step, "stop")
                     self.checkpoint()
                     return "preempted"
             if completed:
                 self.epoch += 1
-                self.batch_in_epoch = 0
+                self.batch_in_epoch = self.skip = 0
             self.evaluate()
             self.checkpoint()
             if not completed:

@@ -486,3 +486,94 @@ def test_hook_phase_tells_the_stuck_rank_from_the_waiting_one() -> None:
                  failures={0: _rec("terminated", 5, "hook"), 1: _rec("hang", 5, "step")},
                  last_trace={}, hard_stopped=set(), signalled=None)
     assert out.suspects == [0]
+
+
+# -- checkpoints: identity, fallback, retention, another world size (review items 5, 7, 8) -----
+def test_prune_counts_only_good_checkpoints_and_spares_other_tasks(tmp_path: Path) -> None:
+    for step in (50, 60, 64):
+        write_checkpoint_bytes(tmp_path, step, b"x" * step, {"task": "mine", "model_fingerprint": "aa"})
+    write_checkpoint_bytes(tmp_path, 90, b"other", {"task": "theirs"})
+    (tmp_path / "ckpt-000000070.pt").mkdir()  # the reviewer's bogus entry
+    (tmp_path / "ckpt-000000070.json").write_text("[]")
+    write_checkpoint_bytes(tmp_path, 66, b"y" * 66, {"task": "mine"})
+    payload_path(tmp_path, 66).write_bytes(b"z" * 66)  # same size, other bytes: bit rot
+    deleted = prune(tmp_path, keep=3, task="mine", model_fingerprint="aa")
+    assert manifest_steps(tmp_path) == [90, 64, 60, 50]  # the good 50 survives; 90 is not ours
+    assert {p.name for p in deleted} == {"ckpt-000000070.json", "ckpt-000000066.json", "ckpt-000000066.pt"}
+
+
+def _torch_ckpt(folder: Path, step: int, model, task: str = "t", *, fp: str | None = "auto") -> None:
+    import io
+
+    import torch
+
+    from k8sddp.runtime.checkpoint import FORMAT, model_fingerprint
+
+    fp = model_fingerprint(model) if fp == "auto" else fp
+    buf = io.BytesIO()
+    torch.save({"format": FORMAT, "step": step, "task": task, "model_fingerprint": fp,
+                "model": model.state_dict()}, buf)
+    write_checkpoint_bytes(folder, step, buf.getvalue(), {"task": task, "model_fingerprint": fp})
+
+
+def test_resume_falls_back_past_unloadable_and_foreign_checkpoints(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from k8sddp.runtime.checkpoint import choose_resume, model_fingerprint
+
+    mine, wide = torch.nn.Linear(4, 2), torch.nn.Linear(4, 8)
+    _torch_ckpt(tmp_path, 50, mine)
+    write_checkpoint_bytes(tmp_path, 60, os.urandom(3000), {"task": "t"})  # checksum ok, not a pickle
+    _torch_ckpt(tmp_path, 70, wide)  # same task name, another architecture
+    _torch_ckpt(tmp_path, 80, wide, task="t", fp=None)  # an older checkpoint without a fingerprint
+    _torch_ckpt(tmp_path, 90, mine, task="other")
+    said: list[str] = []
+    path, state = choose_resume(tmp_path, task="t", model_fp=model_fingerprint(mine),
+                                device=torch.device("cpu"), warn=said.append)
+    assert path == payload_path(tmp_path, 50) and state is not None and state["step"] == 50
+    text = "\n".join(said)
+    assert "ckpt-000000090: written by task 'other'" in text
+    assert "ckpt-000000080: model fingerprint" in text and "ckpt-000000070: model fingerprint" in text
+    assert "ckpt-000000060: its checksum matches but it does not load" in text
+
+
+def test_resume_refuses_when_only_another_models_checkpoints_exist(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from k8sddp.runtime.checkpoint import choose_resume, model_fingerprint
+
+    _torch_ckpt(tmp_path, 60, torch.nn.Linear(4, 8), task="mytask")
+    with pytest.raises(UsageError, match="another task or model.*ckpt-000000060: written by task 'mytask'"):
+        choose_resume(tmp_path, task="demo", model_fp=model_fingerprint(torch.nn.Linear(4, 2)),
+                      device=torch.device("cpu"), warn=lambda m: None)
+    write_checkpoint_bytes(tmp_path / "bad", 5, b"junk", {})
+    (tmp_path / "bad" / "ckpt-000000005.pt").write_bytes(b"junK")  # only a corrupt one: start fresh
+    assert choose_resume(tmp_path / "bad", task="demo", model_fp="x", device=torch.device("cpu"),
+                         warn=lambda m: None) == (None, None)
+
+
+@pytest.mark.parametrize(("old", "new"), [(2, 3), (2, 1), (3, 2), (1, 4)])
+def test_reshard_continues_at_the_same_global_sample(old: int, new: int) -> None:
+    pytest.importorskip("torch")
+    from k8sddp.runtime.loop import ResumableSampler, reshard_start
+
+    data, bs, batches = list(range(100)), 4, 5
+
+    def order(world: int) -> list[list[int]]:
+        return [list(ResumableSampler(data, num_replicas=world, rank=r, shuffle=True, seed=3))
+                for r in range(world)]
+
+    seen = {i for part in order(old) for i in part[:batches * bs]}
+    start = reshard_start(batches * bs * old, new)
+    rest: list[int] = []
+    for r in range(new):
+        s = ResumableSampler(data, num_replicas=new, rank=r, shuffle=True, seed=3)
+        s.start = start
+        want = len(s)
+        got = list(s)
+        assert want == len(got)
+        rest += got
+    padding = -(-len(data) // new) * new - len(data)  # DistributedSampler repeats this many anyway
+    assert len(seen & set(rest)) <= padding  # nothing else seen twice
+    assert len(set(data) - seen - set(rest)) <= new - 1  # at most W - 1 skipped at the boundary
+    s = ResumableSampler(data, num_replicas=3, rank=0)
+    s.start = 10**6  # was: __len__() < 0, ValueError in the loop (review item 5)
+    assert len(s) == 0 and list(s) == []
