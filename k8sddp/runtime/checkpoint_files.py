@@ -177,9 +177,9 @@ def prune(folder: Path, keep: int, *, task: str | None = None,
     deleted: list[Path] = []
     for entry in folder.iterdir():
         m = _PAYLOAD.fullmatch(entry.name) or _MANIFEST.fullmatch(entry.name)
-        step = int(m.group(1)) if m else None
-        orphan = step is not None and step not in kept and step not in spared and step not in doomed_steps
-        if (step in doomed_steps or orphan or entry.name.endswith(".tmp")) and not entry.is_dir():
+        num = int(m.group(1)) if m else None
+        orphan = num is not None and num not in kept and num not in spared and num not in doomed_steps
+        if (num in doomed_steps or orphan or entry.name.endswith(".tmp")) and not entry.is_dir():
             deleted.append(entry)
     # manifests first, so a crash mid-prune never leaves a manifest without its payload
     deleted.sort(key=lambda p: (p.suffix != ".json", p.name))

@@ -254,11 +254,13 @@ class TrainingLoop:
         bs = self.task.batch_size
         rank_samples = int(state.get("rank_samples_in_epoch", int(state["batch_in_epoch"]) * bs))
         saved_world = state.get("world_size")
-        same = not isinstance(saved_world, int) or saved_world <= 0 or saved_world == p.world_size
+        if not isinstance(saved_world, int) or saved_world <= 0:  # older final checkpoints: -1
+            saved_world = p.world_size
+        same = saved_world == p.world_size
         if same:
             self.skip = rank_samples
         else:  # elastic: another world size; continue at the same global sample position
-            seen = int(state.get("samples_in_epoch", rank_samples * int(saved_world)))
+            seen = int(state.get("samples_in_epoch", rank_samples * saved_world))
             self.skip = reshard_start(seen, p.world_size)
             if p.rank == 0:
                 print(f"k8sddp train: checkpoint step {self.step} was written by {saved_world} ranks, "
@@ -267,7 +269,7 @@ class TrainingLoop:
                       "uninterrupted run)", file=sys.stderr)
         self.batch_in_epoch = 0
         rngs = state.get("rng") or []
-        complete = state.get("rng_complete", saved_world == p.world_size)
+        complete = state.get("rng_complete", state.get("world_size") == p.world_size)
         if same and complete and p.rank < len(rngs):
             ckpt.restore_rng(rngs[p.rank])
         else:  # another world size, or a final checkpoint without agreement: per-rank reseed
