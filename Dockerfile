@@ -17,7 +17,8 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-# torch: kept from a PyTorch base image when it has one; otherwise the CPU wheel.
+# torch: kept from a PyTorch base image when it has one; otherwise the CPU wheel. The runtime needs
+# torch >= 2.2 (the train extra says the same; docs/runtime.md, "Requirements") and no NumPy.
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 RUN python -c "import torch" 2>/dev/null || pip install --index-url "${TORCH_INDEX}" "torch>=2.2,<3"
 

@@ -116,6 +116,26 @@ def _stall_header(run: RunDir, rank: int) -> dict[str, Any] | None:
     return {"step": int(step), "phase": phase}
 
 
+#: Top frames of a main thread that waits for its peers (a collective, DDP's backward all-reduce).
+WAITING_FRAMES = ("/torch/distributed/", "/torch/autograd/", "/torch/nn/parallel/")
+
+
+def waiting_in_collective(run: RunDir, rank: int) -> bool | None:
+    """Whether a rank's main thread, in its last stack dump, was inside torch.distributed or a
+    backward pass (waiting for its peers), ``None`` when unknown. faulthandler prints each thread
+    most recent call first; the main thread is the one running ``k8sddp/runtime/worker.py``."""
+    try:
+        text = run.stacks(rank).read_text(errors="replace")
+    except OSError:
+        return None
+    last = text.rsplit("--- k8sddp rank", 1)[-1]
+    for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", last):
+        frames = re.findall(r'File "([^"]+)"', block)
+        if frames and any(f.endswith("k8sddp/runtime/worker.py") for f in frames):
+            return any(w in frames[0] for w in WAITING_FRAMES)
+    return None
+
+
 def _hard_stopped(run: RunDir, ranks: Sequence[int]) -> set[int]:
     out = set()
     for rank in ranks:
@@ -313,6 +333,10 @@ class Launcher:
                 child_code=child_code, started=started, failures=failures,
                 last_trace=last, hard_stopped=hard, signalled=self.signalled,
                 log_tail=list(tail))
+        if len(outcome.suspects) > 1:  # a tie on step and phase: drop ranks seen waiting on peers
+            busy = [r for r in outcome.suspects if waiting_in_collective(run, r) is False]
+            if busy:
+                outcome.suspects = busy
         progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))
         state_path = artifacts.launcher_state(node)
         raw_state = read_json(state_path)

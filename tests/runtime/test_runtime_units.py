@@ -577,3 +577,28 @@ def test_reshard_continues_at_the_same_global_sample(old: int, new: int) -> None
     s = ResumableSampler(data, num_replicas=3, rank=0)
     s.start = 10**6  # was: __len__() < 0, ValueError in the loop (review item 5)
     assert len(s) == 0 and list(s) == []
+
+
+def test_waiting_in_collective_reads_the_main_threads_top_frame(tmp_path: Path) -> None:
+    from k8sddp.runtime.artifacts import RunDir
+    from k8sddp.runtime.launcher import waiting_in_collective
+
+    site = "/usr/lib/python3.11/site-packages/torch"
+    main_thread = ('Thread 0x00007f01 (most recent call first):\n'
+                   '  File "{top}", line 10 in {fn}\n'
+                   '  File "/tmp/mytask.py", line 40 in on_step_end\n'
+                   '  File "/src/k8sddp/runtime/loop.py", line 380 in run\n'
+                   '  File "/src/k8sddp/runtime/worker.py", line 150 in run_worker\n')
+    watchdog = ('Current thread 0x00007f02 (most recent call first):\n'
+                f'  File "{site}/distributed/whatever.py", line 1 in x\n'
+                '  File "/src/k8sddp/runtime/watchdog.py", line 270 in _run\n')
+    run = RunDir(tmp_path)
+    run.stacks(0).write_text("--- k8sddp rank 0: old dump ---\n" + main_thread.format(
+        top=f"{site}/distributed/distributed_c10d.py", fn="all_reduce") + "\n"
+        "--- k8sddp rank 0: watchdog: ... ---\n" + watchdog + "\n"
+        + main_thread.format(top="/tmp/mytask.py", fn="on_step_end"))
+    run.stacks(1).write_text("--- k8sddp rank 1: SIGTERM ---\n" + main_thread.format(
+        top=f"{site}/distributed/c10d_logger.py", fn="wrapper") + "\n" + watchdog)
+    assert waiting_in_collective(run, 0) is False  # its last dump: sleeping in the task's code
+    assert waiting_in_collective(run, 1) is True
+    assert waiting_in_collective(run, 2) is None
