@@ -166,11 +166,14 @@ def prune(folder: Path, keep: int, *, task: str | None = None,
     spared: set[int] = set()
     for step in manifest_steps(folder):  # newest first
         manifest = read_json(manifest_path(folder, step))
-        if verify(folder, step) is not None or not payload_path(folder, step).is_file():
+        payload = payload_path(folder, step)
+        if not isinstance(manifest, dict) or not payload.is_file():
             doomed_steps.add(step)
         elif foreign(manifest, task=task, model_fingerprint=model_fingerprint):
-            spared.add(step)
-        elif len(kept) < max(1, keep):
+            spared.add(step)  # not ours: never counted, never deleted, never read
+        elif len(kept) >= max(1, keep):
+            doomed_steps.add(step)  # older than the kept ones: deleted unread
+        elif verify(folder, step) is None:  # sha256 only of what is kept (cached per process)
             kept.add(step)
         else:
             doomed_steps.add(step)

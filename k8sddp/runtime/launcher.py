@@ -263,18 +263,21 @@ class Launcher:
             return self._run(artifacts, run, node, record)
         except Exception as exc:  # a bug in k8sddp launch: the run record still gets its end
             return self._crashed(run, node, record, exc)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: record, then let it go
+            self._crashed(run, node, record, exc, code=ec.INTERRUPTED)
+            raise
 
-    def _crashed(self, run: RunDir, node: int, record: dict[str, Any], exc: Exception) -> int:
-        code = ec.TASK_ERROR
+    def _crashed(self, run: RunDir, node: int, record: dict[str, Any], exc: BaseException,
+                 code: int = ec.TASK_ERROR) -> int:
         record.update({
             "status": "finished", "end": _utc(), "exit_code": code, "exit_name": "launcher-error",
-            "retryable": False, "exit_reason": f"k8sddp launch failed: {type(exc).__name__}: {exc}",
+            "retryable": ec.is_retryable(code), "exit_reason": f"k8sddp launch failed: {type(exc).__name__}: {exc}",
             "launcher_traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
         })
         with contextlib.suppress(Exception):
             write_json_atomic(run.run_record(node), record)
         with contextlib.suppress(OSError, ValueError):
-            self.err.write(f"k8sddp launch: exit {code} (launcher-error, final): "
+            self.err.write(f"k8sddp launch: exit {code} (launcher-error): "
                            f"{record['exit_reason']}; run record {run.run_record(node)}\n".encode())
             self.err.flush()
         return code

@@ -602,3 +602,28 @@ def test_waiting_in_collective_reads_the_main_threads_top_frame(tmp_path: Path) 
     assert waiting_in_collective(run, 0) is False  # its last dump: sleeping in the task's code
     assert waiting_in_collective(run, 1) is True
     assert waiting_in_collective(run, 2) is None
+
+
+def test_run_record_reads_nproc_and_nnodes_from_torchrun_flags(tmp_path: Path) -> None:
+    from k8sddp.runtime.artifacts import RunDir
+    from k8sddp.runtime.launcher import Launcher
+
+    env = guard_env(tmp_path, PET_NNODES="4", PET_NPROC_PER_NODE="8")
+    cmd = ["torchrun", "--nproc-per-node=2", "-m", "k8sddp", "train", "--task", "x:y"]
+    rec = Launcher(cmd, env)._record_base(RunDir(tmp_path / "r"), 0)
+    assert (rec["nproc_per_node"], rec["nnodes"]) == ("2", "4")  # the flag wins; PET_* otherwise
+
+
+def test_prune_hashes_only_what_it_keeps(tmp_path: Path, monkeypatch) -> None:
+    from k8sddp.runtime import checkpoint_files as cf
+
+    for step in (1, 2, 3, 4, 5):
+        write_checkpoint_bytes(tmp_path, step, b"x" * 100, {"task": "mine"})
+    write_checkpoint_bytes(tmp_path, 9, b"y" * 100, {"task": "theirs"})
+    cf._VERIFIED.clear()  # a new process: nothing known yet
+    read: list[str] = []
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: read.append(self.name) or real(self))
+    prune(tmp_path, keep=2, task="mine")
+    assert sorted(read) == ["ckpt-000000004.pt", "ckpt-000000005.pt"]
+    assert manifest_steps(tmp_path) == [9, 5, 4]
