@@ -218,11 +218,15 @@ _GUARD_NAMES = (
 )
 
 
-def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> dict[str, Any]:
+def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> Mapping[str, Any]:
     """A shallow copy of ``job`` whose pytorch containers' ``env`` is the effective environment."""
+    if not envs:
+        # No pytorch container found (so spec and pytorchReplicaSpecs may not even be objects):
+        # nothing to resolve; layer 1 reports what is missing.
+        return job
     view = dict(job)
-    spec = dict(view.get("spec") or {})
-    replicas = dict(spec.get("pytorchReplicaSpecs") or {})
+    spec = dict(view["spec"])
+    replicas = dict(spec["pytorchReplicaSpecs"])
     for rtype, replica in _replicas(job):
         found = _pytorch_container(replica)
         if found is None or rtype not in envs:
@@ -356,8 +360,13 @@ def check_guardrails(
     return findings
 
 
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else ``[]`` (a broken manifest may hold anything; layer 1 says so)."""
+    return value if isinstance(value, list) else []
+
+
 def _pod_volume(pod: Mapping[str, Any], name: Any) -> Mapping[str, Any] | None:
-    for vol in pod.get("volumes") or []:
+    for vol in _list(pod.get("volumes")):
         if isinstance(vol, Mapping) and vol.get("name") == name:
             return vol
     return None
@@ -377,7 +386,7 @@ def _check_volumes(
         pod = _get(replica, "template", "spec") or {}
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
         container = _get(job, *base) or {}
-        mounts = [m for m in container.get("volumeMounts") or [] if isinstance(m, Mapping)]
+        mounts = [m for m in _list(container.get("volumeMounts")) if isinstance(m, Mapping)]
         for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
             value = envs[rtype].get(var)
             if (rule_id, rtype) in seen or value is None or not value.value:
@@ -416,7 +425,7 @@ def _check_volumes(
 
 
 def _nproc_from_args(container: Mapping[str, Any]) -> str | None:
-    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    argv = [str(a) for a in _list(container.get("command")) + _list(container.get("args"))]
     for i, arg in enumerate(argv):
         for token in arg.split():
             m = _NPROC_FLAG.match(token)

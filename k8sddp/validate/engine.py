@@ -34,7 +34,8 @@ def _object_ref(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
     name = meta.get("name") or meta.get("generateName") or "?"
     ns = meta.get("namespace")
-    return f"{obj.get('kind')}/{ns + '/' if ns else ''}{name}"
+    # Any of these may be a non-string in a broken manifest: format, never concatenate.
+    return f"{obj.get('kind')}/{f'{ns}/' if ns else ''}{name}"
 
 
 def _objects(docs: Iterable[Any]) -> Iterable[tuple[int, tuple[Any, ...], Any]]:
@@ -285,7 +286,7 @@ def validate_objects(
             continue
         report.checked += 1
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-        ns = meta.get("namespace") or namespace
+        ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else namespace
         raw = (
             [RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for PyTorchJob; expected {PYTORCHJOB_API!r}")]
             if obj.get("apiVersion") != PYTORCHJOB_API

@@ -57,12 +57,14 @@ class ConfigMapIndex:
         if not isinstance(name, str):
             return
         data = cm.get("data") or {}
-        ns = meta.get("namespace") or self.default_namespace
+        ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else self.default_namespace
         self._maps[(ns, name)] = {str(k): v for k, v in data.items() if isinstance(v, str)} if isinstance(data, Mapping) else {}
 
     def get(self, namespace: str | None, name: str) -> dict[str, str] | None:
         """The ConfigMap's ``data``, or ``None`` if the input does not hold it."""
-        return self._maps.get((namespace or self.default_namespace, name))
+        if not isinstance(namespace, str) or not namespace:
+            namespace = self.default_namespace
+        return self._maps.get((namespace, name))
 
     def __len__(self) -> int:
         return len(self._maps)
@@ -79,8 +81,8 @@ def _value_from(ref: Any, namespace: str | None, cms: ConfigMapIndex) -> EnvValu
         data = cms.get(namespace, str(cm_name))
         if data is None:
             return EnvValue(None, where, f"ConfigMap {cm_name!r} is not in the input")
-        if key in data:
-            return EnvValue(data[str(key)], where)
+        if isinstance(key, str) and key in data:
+            return EnvValue(data[key], where)
         if cm_ref.get("optional"):
             return None
         return EnvValue(None, where, f"ConfigMap {cm_name!r} has no key {key!r} (the pod would not start)")

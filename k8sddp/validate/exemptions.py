@@ -110,7 +110,8 @@ def annotation_exemptions(obj: Mapping[str, Any]) -> tuple[dict[str, str], list[
         ``(rule id -> exemption text, problems)``; problems are KDP005 findings (no reason, an
         unknown rule, a rule that cannot be exempted), and their exemptions are not applied.
     """
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     if not isinstance(annotations, Mapping) or EXEMPT_ANNOTATION not in annotations:
         return {}, []
     path = ("metadata", "annotations", EXEMPT_ANNOTATION)
