@@ -71,7 +71,8 @@ class ConfigMapIndex:
 
 
 def _value_from(ref: Any, namespace: str | None, cms: ConfigMapIndex) -> EnvValue | None:
-    """Resolve an ``env[].valueFrom``; ``None`` means the variable is not set at all."""
+    """Resolve an ``env[].valueFrom``; ``None`` means the entry is skipped (an optional key that the
+    ConfigMap lacks), leaving any value ``envFrom`` gave the variable."""
     if not isinstance(ref, Mapping):
         return EnvValue(None, "valueFrom", "valueFrom is not an object")
     cm_ref = ref.get("configMapKeyRef")
@@ -141,16 +142,19 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             continue
         name = entry["name"]
-        explicit.add(name)
-        if "valueFrom" in entry:
+        # The kubelet's order (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables): a non-empty
+        # value wins, else valueFrom; null is pruned by the API server, so it is the empty string.
+        value = entry.get("value")
+        value = "" if value is None else value if isinstance(value, str) else str(value)
+        if value == "" and entry.get("valueFrom") is not None:
             resolved = _value_from(entry["valueFrom"], namespace, cms)
             if resolved is None:
-                result.pop(name, None)
-            else:
-                result[name] = resolved
+                # An optional reference to a missing key is skipped: whatever envFrom set stays.
+                continue
+            result[name] = resolved
         else:
-            value = entry.get("value", "")
-            result[name] = EnvValue(value if isinstance(value, str) else str(value), "env")
+            result[name] = EnvValue(value, "env")
+        explicit.add(name)
     if opaque:
         result = _OpaqueEnv(result, opaque, opaque_at, explicit)
     return result
