@@ -91,7 +91,7 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
         hint = ""
         if "Additional properties" in raw:
             hint = " (the API server prunes unknown fields silently, so the setting would be lost)"
-        elif "is not of type \"string\"" in raw and ("True" in raw or "False" in raw or raw[:1].isdigit()):
+        elif "is not of type \"string\"" in raw and (raw.split(" ", 1)[0] in ("true", "false") or raw[:1].isdigit()):
             hint = " (YAML 1.1 reads yes/no/on/off/true and bare numbers as non-strings: quote the value)"
         return f"not accepted by the PyTorchJob CRD: {_short(raw)}{hint}"
     if rule_id == "KDP102":
@@ -110,6 +110,21 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     return _short(raw)
 
 
+def prune_nulls(value: Any) -> Any:
+    """``value`` without the ``null`` members of its objects, recursively.
+
+    The API server prunes ``null`` fields of a custom resource whose schema does not say
+    ``nullable`` before it validates (Kubernetes docs, CustomResourceDefinitions: Defaulting and
+    Nullable), and decodes ``null`` metadata fields to their zero values; so ``value:`` with nothing
+    after it is an absent value, not a type error. Only called for documents that fail as written.
+    """
+    if isinstance(value, Mapping):
+        return {k: prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [prune_nulls(v) for v in value]
+    return value
+
+
 def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
     """Layer 1 for one PyTorchJob object.
 
@@ -119,9 +134,9 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
     findings: list[RawFinding] = []
     schema = load_schema("pytorchjob.structure.json")
     validator = _validator("pytorchjob.structure.json")
-    if not validator.is_valid(job):
+    if not validator.is_valid(job) and not validator.is_valid(pruned := prune_nulls(job)):
         seen: set[tuple[str, tuple[Any, ...]]] = set()
-        for err in validator.iter_errors(job):
+        for err in validator.iter_errors(pruned):
             rule_id = _rule_of(schema, list(err.schema_path)) or "KDP101"
             path = tuple(err.instance_path)
             if (rule_id, path) in seen:
