@@ -17,7 +17,7 @@ import jsonschema_rs
 
 from .. import guardvars as gv
 from ..resources import load_schema
-from ..schemagen import RULE_KEY
+from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
 from .rawfinding import RawFinding
 
@@ -233,6 +233,20 @@ _GUARD_NAMES = (
 )
 
 
+#: Variables that must be present: one that an unreadable envFrom source might set is unresolved.
+_REQUIRED_NAMES = tuple(n for n in _GUARD_NAMES if n not in gv.SAFETY_NETS)
+
+
+def _safety_net_value(env: dict[str, EnvValue], name: str) -> EnvValue | None:
+    """What the input says about a safety-net variable: an ``env`` entry or a readable ``envFrom``
+    source (unresolved when that entry's ``valueFrom`` cannot be read: KDP306 fails then).
+
+    An unreadable ``envFrom`` source (a Secret) that *might* switch a net off is not held against
+    the job: otherwise every job with a Secret in ``envFrom`` would fail strict whatever it did.
+    """
+    return dict.get(env, name)
+
+
 def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> Mapping[str, Any]:
     """A shallow copy of ``job`` whose pytorch containers' ``env`` is the effective environment."""
     if not envs:
@@ -248,14 +262,14 @@ def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]])
             continue
         index, container = found
         env = envs[rtype]
-        names = list(dict.keys(env)) + [n for n in _GUARD_NAMES if n not in dict.keys(env) and n in env]
+        names = list(dict.keys(env)) + [n for n in _REQUIRED_NAMES if n not in dict.keys(env) and n in env]
         entries = []
         for name in names:
-            value = env.get(name)
+            value = _safety_net_value(env, name) if name in gv.SAFETY_NETS else env.get(name)
             if value is None:
                 continue
             if value.value is None:
-                entries.append({"name": name, "x-k8sddp-unresolved": value.unresolved})
+                entries.append({"name": name, UNRESOLVED_KEY: value.unresolved})
             else:
                 entries.append({"name": name, "value": value.value})
         new_container = {k: v for k, v in container.items() if k != "envFrom"}
@@ -309,8 +323,15 @@ def _env_message(rule_id: str, rtype: str, env: dict[str, EnvValue]) -> str:
         name, what = expect[rule_id]
         return f"{who}{_describe(name, env.get(name))}; expected {what}"
     if rule_id == "KDP306":
-        off = [n for n in gv.SAFETY_NETS if (v := env.get(n)) is not None and v.value is not None and v.value.strip().strip("0") == "" and v.value.strip()]
-        return f"{who}{', '.join(off) or 'a safety net'} switched off (\"0\"); remove the variable or leave its default"
+        off, unknown = [], []
+        for n in gv.SAFETY_NETS:
+            v = _safety_net_value(env, n)
+            if v is not None and v.value is None:
+                unknown.append(f"{n} cannot be verified: {v.unresolved}")
+            elif v is not None and re.search(SAFETY_NET_OFF[n], v.value):
+                off.append(f"{n}={v.value!r}")
+        said = "; ".join([*(f"{o} switches a safety net off" for o in off), *unknown]) or "a safety net is switched off"
+        return f"{who}{said}; remove the variable or leave its default"
     if rule_id == "KDP307":
         return f"{who}no volume mounted at /dev/shm; mount an emptyDir with medium: Memory there (DataLoader workers die with bus errors on the 64 MiB default)"
     return ""
