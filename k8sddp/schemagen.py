@@ -319,7 +319,7 @@ def _strict_container_rules() -> list[dict[str, Any]]:
             RULE_KEY: "KDP307",
             "required": ["volumeMounts"],
             "properties": {
-                "volumeMounts": {"contains": {"required": ["mountPath"], "properties": {"mountPath": {"const": "/dev/shm"}}}}
+                "volumeMounts": {"contains": {"required": ["mountPath"], "properties": {"mountPath": {"type": "string", "pattern": "^/dev/+shm/*$"}}}}
             },
         },
     ]

@@ -9,6 +9,7 @@ the object's actual values, so they name the variable, the value found and the v
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -428,9 +429,11 @@ def _check_volumes(
             if (rule_id, rtype) in seen or value is None or not value.value:
                 continue
             persistent = False
+            # Normalised, so that "/ckpt/../tmp/x" is not taken for a path on the /ckpt volume.
+            target = posixpath.normpath(value.value)
             for m in mounts:
-                mount_path = str(m.get("mountPath", "")).rstrip("/")
-                if mount_path and (value.value == mount_path or value.value.startswith(mount_path + "/")):
+                mount_path = posixpath.normpath(str(m.get("mountPath", ""))) if m.get("mountPath") else ""
+                if mount_path and (target == mount_path or target.startswith(mount_path.rstrip("/") + "/")):
                     vol = _pod_volume(pod, m.get("name"))
                     persistent = bool(vol) and any(k in vol for k in PERSISTENT_VOLUME_KINDS)  # type: ignore[operator]
                     if persistent:
@@ -445,7 +448,7 @@ def _check_volumes(
                     )
                 )
         if ("KDP307", rtype) not in seen:
-            shm = [m for m in mounts if str(m.get("mountPath", "")).rstrip("/") == "/dev/shm"]
+            shm = [m for m in mounts if m.get("mountPath") and posixpath.normpath(str(m["mountPath"])) == "/dev/shm"]
             vol = _pod_volume(pod, shm[0].get("name")) if shm else None
             medium = _get(vol, "emptyDir", "medium") if vol else None
             if shm and medium != "Memory":
