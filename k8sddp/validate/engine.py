@@ -21,7 +21,7 @@ from .checks import check_guardrails, check_structure
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
 from .rawfinding import RawFinding, json_path
-from .yamlio import Locator, load_documents
+from .yamlio import Locator, decode, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 PYTORCHJOB_API = "kubeflow.org/v1"
@@ -86,7 +86,9 @@ def check_text(
     docs, problems = load_documents(text, is_json=is_json)
     locator = Locator(text)
     for p in problems:
-        report.findings.append(Finding(p.rule_id, RULES[p.rule_id].severity, p.message, file, p.line, p.column, "", p.index))
+        # Alias bombs are found after parsing, without a mark: point at their document's start.
+        line, col = (p.line, p.column) if p.line else locator.locate(p.index, ())
+        report.findings.append(Finding(p.rule_id, RULES[p.rule_id].severity, p.message, file, line, col, "", p.index))
     if configmaps is None:
         configmaps = ConfigMapIndex()
         collect_configmaps(text, configmaps, is_json=is_json)
@@ -165,7 +167,7 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
 
 
 def read_input(path: str) -> str:
-    """The text of ``path`` (``-``: standard input).
+    """The text of ``path`` (``-``: standard input), decoded by :func:`.yamlio.decode`.
 
     Raises:
         UsageError: unreadable (permission, a folder, ...).
@@ -178,7 +180,7 @@ def read_input(path: str) -> str:
                 data = fh.read()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    return data.decode("utf-8", errors="replace")
+    return decode(data)
 
 
 _WORKER: dict[str, Any] = {}

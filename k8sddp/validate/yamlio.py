@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import yaml
@@ -46,7 +47,16 @@ class _Loader(_BaseLoader):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
-_Loader.add_constructor("tag:yaml.org,2002:map", lambda loader, node: loader.construct_mapping(node))
+def _construct_map(loader: _Loader, node: Any) -> Any:
+    # Two-step, as PyYAML's own construct_yaml_map: the empty dict exists before its members, so
+    # a mapping that contains itself through an alias is built (and reported as KDP003) instead of
+    # failing as "found unconstructable recursive node".
+    data: dict[Any, Any] = {}
+    yield data
+    data.update(loader.construct_mapping(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 
 
 @dataclasses.dataclass
@@ -107,14 +117,21 @@ def _expanded_size(root: Any) -> int:
     return size(root)
 
 
-def _mark_of(exc: yaml.YAMLError) -> tuple[int, int]:
+def _mark_of(exc: yaml.YAMLError, text: str) -> tuple[int, int]:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    if mark is None:
-        return 0, 0
-    return mark.line + 1, mark.column + 1
+    if mark is not None:
+        return mark.line + 1, mark.column + 1
+    if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.position, int):
+        # libyaml reports the byte offset in the UTF-8 text of a character it refuses.
+        before = text.encode("utf-8", "surrogatepass")[: exc.position].decode("utf-8", "replace")
+        return before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+    return 0, 0
 
 
 def _problem_text(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.reader.ReaderError):
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        return f"unacceptable character #x{char:04x}: {exc.reason}"
     if isinstance(exc, yaml.MarkedYAMLError):
         parts = [p for p in (exc.context, exc.problem) if p]
         return "; ".join(parts) or str(exc)
@@ -130,6 +147,33 @@ def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+#: Lone surrogates: bytes that were not UTF-8, kept by ``decode(..., "surrogateescape")``.
+_NOT_UTF8 = re.compile("[\udc80-\udcff]")
+
+
+class _JSONConstant(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON (and the API server) does not."""
+
+
+def _json_constant(name: str) -> Any:
+    raise _JSONConstant(name)
+
+
+def decode(data: bytes) -> str:
+    """The text of a manifest file: UTF-8 (a BOM is dropped), or UTF-16 with a BOM.
+
+    Bytes that are not UTF-8 are kept as lone surrogates (``surrogateescape``), so that
+    :func:`load_documents` reports them with their line (KDP001) instead of guessing a text.
+    """
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError:
+            pass
+    text = data.decode("utf-8", "surrogateescape")
+    return text[1:] if text[:1] == "\ufeff" else text
+
+
 def load_documents(text: str, *, is_json: bool = False) -> tuple[list[Document], list[ParseProblem]]:
     """Parse ``text`` into documents.
 
@@ -142,12 +186,23 @@ def load_documents(text: str, *, is_json: bool = False) -> tuple[list[Document],
         most one problem per file for syntax errors (parsing cannot resume after one) plus one per
         alias bomb. Never raises for bad input.
     """
+    bad = _NOT_UTF8.search(text)
+    if bad:
+        before = text[: bad.start()]
+        line, col = before.count("\n") + 1, bad.start() - (before.rfind("\n") + 1) + 1
+        return [], [ParseProblem("KDP001", "not valid UTF-8 (Kubernetes manifests are UTF-8 text)", line, col, 0)]
     if is_json:
         try:
-            return [Document(0, json.loads(text, object_pairs_hook=_json_pairs))], []
+            return [Document(0, json.loads(text, object_pairs_hook=_json_pairs, parse_constant=_json_constant))], []
         except json.JSONDecodeError as exc:
             return [], [ParseProblem("KDP001", f"invalid JSON: {exc.msg}", exc.lineno, exc.colno, 0)]
+        except _JSONConstant as exc:
+            return [], [ParseProblem("KDP001", f"invalid JSON: {exc} is not a JSON number", 0, 0, 0)]
         except ValueError as exc:
+            # JSON is YAML: the YAML reader finds the same duplicate with its line.
+            _, located = load_documents(text)
+            if located and located[0].rule_id == "KDP002":
+                return [], located[:1]
             return [], [ParseProblem("KDP002", str(exc), 0, 0, 0)]
         except RecursionError:
             return [], [ParseProblem("KDP001", "JSON nested too deeply", 0, 0, 0)]
@@ -177,10 +232,10 @@ def load_documents(text: str, *, is_json: bool = False) -> tuple[list[Document],
             docs.append(Document(index, data))
             index += 1
     except DuplicateKeyError as exc:
-        line, col = _mark_of(exc)
+        line, col = _mark_of(exc, text)
         problems.append(ParseProblem("KDP002", _problem_text(exc), line, col, index))
     except yaml.YAMLError as exc:
-        line, col = _mark_of(exc)
+        line, col = _mark_of(exc, text)
         problems.append(ParseProblem("KDP001", _problem_text(exc), line, col, index))
     except RecursionError:
         problems.append(ParseProblem("KDP001", "document nested too deeply", 0, 0, index))
@@ -201,10 +256,13 @@ class Locator:
 
     def _load(self) -> list[Any]:
         if self._roots is None:
+            # Keep the documents composed before an unreadable one: their findings keep their lines.
+            self._roots = []
             try:
-                self._roots = list(yaml.compose_all(self._text, Loader=_BaseLoader))
+                for root in yaml.compose_all(self._text, Loader=_BaseLoader):
+                    self._roots.append(root)
             except (yaml.YAMLError, RecursionError):
-                self._roots = []
+                pass
         return self._roots
 
     def locate(self, index: int, path: tuple[Any, ...] | list[Any]) -> tuple[int, int]:
