@@ -485,7 +485,7 @@ def _check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> lis
     findings = []
     nproc = _get(job, "spec", "nprocPerNode") or _get(job, "spec", "elasticPolicy", "nProcPerNode")
     declared = str(nproc) if nproc is not None else None
-    for rtype, replica in _replicas(job):
+    for rtype, _replica in _replicas(job):
         if rtype not in container_index:
             continue
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])

@@ -31,7 +31,7 @@ _CONFIGMAP_HINT = re.compile(r"ConfigMap")
 
 
 def _object_ref(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
     name = meta.get("name") or meta.get("generateName") or "?"
     ns = meta.get("namespace")
     # Any of these may be a non-string in a broken manifest: format, never concatenate.
@@ -123,7 +123,7 @@ def check_text(
 def _check_job(obj: Mapping[str, Any], profile: str, cms: ConfigMapIndex) -> list[RawFinding]:
     if obj.get("apiVersion") != PYTORCHJOB_API:
         return [RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for PyTorchJob; expected {PYTORCHJOB_API!r}")]
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
     namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
     return check_structure(obj) + check_guardrails(obj, profile, cms, namespace)
 
@@ -241,7 +241,7 @@ def validate_paths(
     if jobs > 1 and len(disk_files) >= PARALLEL_MIN_FILES:
         chunk = max(1, min(256, len(disk_files) // (jobs * 8)))
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=(profile, cms, config)) as pool:
-            results = dict(zip(disk_files, pool.map(_check_file, disk_files, chunksize=chunk)))
+            results = dict(zip(disk_files, pool.map(_check_file, disk_files, chunksize=chunk), strict=True))
     else:
         _init_worker(profile, cms, config)
         results = {f: _check_file(f) for f in disk_files}
@@ -287,7 +287,7 @@ def validate_objects(
             report.skipped[str(obj.get("kind"))] += 1
             continue
         report.checked += 1
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
         ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else namespace
         raw = (
             [RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for PyTorchJob; expected {PYTORCHJOB_API!r}")]
