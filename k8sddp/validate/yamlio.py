@@ -120,6 +120,12 @@ def _expanded_size(root: Any) -> int:
 def _mark_of(exc: yaml.YAMLError, text: str) -> tuple[int, int]:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     if mark is not None:
+        content = text.rstrip("\n")
+        last = content.count("\n") + 1
+        if mark.line + 1 > last:
+            # "unexpected end of stream" is marked after the final newline, a line that editors and
+            # GitHub annotations do not show: point at the end of the last line instead.
+            return last, len(content.rsplit("\n", 1)[-1]) + 1
         return mark.line + 1, mark.column + 1
     if isinstance(exc, yaml.reader.ReaderError) and isinstance(exc.position, int):
         # libyaml reports the byte offset in the UTF-8 text of a character it refuses.
