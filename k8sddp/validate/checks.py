@@ -111,6 +111,17 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     return _short(raw)
 
 
+def _offending_key(err: Any) -> tuple[str, ...]:
+    """For errors about a key rather than a value (an unknown field, a bad label key), the key:
+    so that the finding points at the misspelt line, not at the start of the enclosing object."""
+    kind = err.kind
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties) and kind.unexpected:
+        return (str(kind.unexpected[0]),)
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.PropertyNames) and isinstance(kind.error.instance, str):
+        return (kind.error.instance,)
+    return ()
+
+
 def prune_nulls(value: Any) -> Any:
     """``value`` without the ``null`` members of its objects, recursively.
 
@@ -139,7 +150,7 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
         seen: set[tuple[str, tuple[Any, ...]]] = set()
         for err in validator.iter_errors(pruned):
             rule_id = _rule_of(schema, list(err.schema_path)) or "KDP101"
-            path = tuple(err.instance_path)
+            path = tuple(err.instance_path) + _offending_key(err)
             if (rule_id, path) in seen:
                 continue
             seen.add((rule_id, path))
@@ -261,7 +272,7 @@ def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]])
         found = _pytorch_container(replica)
         if found is None or rtype not in envs:
             continue
-        index, container = found
+        _, container = found
         env = envs[rtype]
         names = list(dict.keys(env)) + [n for n in _REQUIRED_NAMES if n not in dict.keys(env) and n in env]
         entries = []
@@ -278,9 +289,10 @@ def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]])
         rep = dict(replica)
         template = dict(rep.get("template") or {})
         pod = dict(template.get("spec") or {})
-        containers = list(pod.get("containers") or [])
-        containers[index] = new_container
-        pod["containers"] = containers
+        # Only the pytorch container the checks read (the first one named so; a second one is
+        # KDP106): the guard schemas look at no other, and a duplicate must not be judged by the
+        # first one's environment.
+        pod["containers"] = [new_container]
         template["spec"] = pod
         rep["template"] = template
         replicas[rtype] = rep
