@@ -115,7 +115,8 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
     """
     result: dict[str, EnvValue] = {}
     # Unresolvable envFrom sources seen so far; any of them may define any variable.
-    opaque: list[str] = []
+    # (description, prefix): a source with a prefix can only set names that start with it.
+    opaque: list[tuple[str, str]] = []
     opaque_at: dict[str, int] = {}
     env_from = container.get("envFrom") or []
     for source in env_from if isinstance(env_from, list) else []:
@@ -131,11 +132,11 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
                     result[prefix + key] = EnvValue(value, f"ConfigMap {cm_name!r} (envFrom)")
                     opaque_at[prefix + key] = len(opaque)
                 continue
-            opaque.append(f"ConfigMap {cm_name!r} (envFrom), which is not in the input")
+            opaque.append((f"ConfigMap {cm_name!r} (envFrom), which is not in the input", prefix))
             continue
         secret_ref = source.get("secretRef")
         name = secret_ref.get("name") if isinstance(secret_ref, Mapping) else None
-        opaque.append(f"Secret {name!r} (envFrom), which k8sddp cannot read")
+        opaque.append((f"Secret {name!r} (envFrom), which k8sddp cannot read", prefix))
     env = container.get("env") or []
     explicit: set[str] = set()
     for entry in env if isinstance(env, list) else []:
@@ -165,24 +166,33 @@ class _OpaqueEnv(dict[str, EnvValue]):
     ``env`` entry sets, and that no resolvable source sets *after* the last opaque one, is
     unresolved."""
 
-    def __init__(self, known: dict[str, EnvValue], opaque: list[str], opaque_at: dict[str, int], explicit: set[str]) -> None:
+    def __init__(self, known: dict[str, EnvValue], opaque: list[tuple[str, str]], opaque_at: dict[str, int], explicit: set[str]) -> None:
         super().__init__(known)
         self._opaque = opaque
         self._opaque_at = opaque_at
         self._explicit = explicit
 
-    def _maybe_overridden(self, name: str) -> bool:
+    def _overriding(self, name: str) -> str:
+        """The last unreadable source that may set ``name`` after what is known of it, or ``""``."""
         if name in self._explicit:
-            return False
-        # A resolvable envFrom source set it after opaque[k-1]; later opaque sources may override.
-        return self._opaque_at.get(name, 0) < len(self._opaque)
+            return ""
+        # A resolvable envFrom source set it after opaque[k-1]; later opaque sources may override,
+        # but only those whose prefix the name starts with.
+        for what, prefix in reversed(self._opaque[self._opaque_at.get(name, 0):]):
+            if name.startswith(prefix):
+                return what
+        return ""
+
+    def _maybe_overridden(self, name: str) -> bool:
+        return bool(self._overriding(name))
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (super().__contains__(name) or self._maybe_overridden(name))
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        if self._maybe_overridden(name):
-            return EnvValue(None, self._opaque[-1], "it may come from " + self._opaque[-1])
+        what = self._overriding(name)
+        if what:
+            return EnvValue(None, what, "it may come from " + what)
         return super().get(name, default)
 
     def __getitem__(self, name: str) -> EnvValue:
