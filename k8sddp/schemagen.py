@@ -109,7 +109,7 @@ def crd_schema(crd_path: Path) -> dict[str, Any]:
     import yaml
 
     with crd_path.open() as fh:
-        crd = yaml.safe_load(fh)
+        crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: 10x faster on the 400 KB CRD
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     schema = convert_openapi(version["schema"]["openAPIV3Schema"])
     # metadata is checked by its own rule (KDP102), as the API server checks ObjectMeta.
