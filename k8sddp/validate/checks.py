@@ -341,7 +341,7 @@ def _env_message(rule_id: str, rtype: str, env: dict[str, EnvValue]) -> str:
             v = _safety_net_value(env, n)
             if v is not None and v.value is None:
                 unknown.append(f"{n} cannot be verified: {v.unresolved}")
-            elif v is not None and re.search(SAFETY_NET_OFF[n], v.value):
+            elif v is not None and v.value is not None and re.search(SAFETY_NET_OFF[n], v.value):
                 off.append(f"{n}={v.value!r}")
         said = "; ".join([*(f"{o} switches a safety net off" for o in off), *unknown]) or "a safety net is switched off"
         return f"{who}{said}; remove the variable or leave its default"

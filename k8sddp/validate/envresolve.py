@@ -145,8 +145,8 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
         name = entry["name"]
         # The kubelet's order (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables): a non-empty
         # value wins, else valueFrom; null is pruned by the API server, so it is the empty string.
-        value = entry.get("value")
-        value = "" if value is None else value if isinstance(value, str) else str(value)
+        raw = entry.get("value")
+        value = "" if raw is None else raw if isinstance(raw, str) else str(raw)
         if value == "" and entry.get("valueFrom") is not None:
             resolved = _value_from(entry["valueFrom"], namespace, cms)
             if resolved is None:
