@@ -84,7 +84,9 @@ def check_text(
         is_json = file.endswith(".json")
     report = Report(files=1)
     docs, problems = load_documents(text, is_json=is_json)
-    locator = Locator(text)
+    # YAML documents carry their nodes; JSON (and a file whose reading stopped early) composes later.
+    nodes = [d.node for d in docs]
+    locator = Locator(text, nodes if nodes and all(n is not None for n in nodes) else None)
     for p in problems:
         # Alias bombs are found after parsing, without a mark: point at their document's start.
         line, col = (p.line, p.column) if p.line else locator.locate(p.index, ())
