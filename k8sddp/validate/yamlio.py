@@ -78,7 +78,15 @@ _RESOLVED_MAX = 65_536
 
 
 class _FastLoader(_Loader):
-    """:class:`_Loader` whose scalar tag resolution is memoised (same tags, fewer regex runs)."""
+    """:class:`_Loader` with cheaper resolver callbacks (libyaml calls them for every node).
+
+    The safe loader has no path resolvers (``yaml_path_resolvers`` is empty), so an untagged
+    collection is always a map or a seq and ``descend_resolver``/``ascend_resolver`` do nothing:
+    they are replaced by C callables that do nothing faster; scalar tags are memoised.
+    """
+
+    descend_resolver: Any = {}.get  # (node, index) -> index: a no-op implemented in C
+    ascend_resolver: Any = tuple  # () -> (): likewise
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is yaml.ScalarNode:
@@ -89,7 +97,10 @@ class _FastLoader(_Loader):
                 if len(_RESOLVED) < _RESOLVED_MAX:
                     _RESOLVED[key] = tag
             return tag
-        return super().resolve(kind, value, implicit)
+        return _MAP if kind is yaml.MappingNode else _SEQ
+
+
+assert not _FastLoader.yaml_path_resolvers, "the resolver shortcuts assume no path resolvers"
 
 
 class RecursiveAliasError(ValueError):
