@@ -22,6 +22,10 @@ from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
 from .rawfinding import RawFinding
 
+#: ``dict`` first: ``isinstance`` against the ``Mapping`` ABC alone costs several times more, and
+#: these checks run many times for every manifest.
+_MAPPING = (dict, Mapping)
+
 __all__ = ["check_guardrails", "check_structure"]
 
 #: Kubernetes object names (Services included) are at most 63 characters (DNS-1035 label).
@@ -41,21 +45,21 @@ def _rule_of(schema: Any, schema_path: list[Any]) -> str:
     rule = ""
     node = schema
     for part in schema_path:
-        if isinstance(node, Mapping):
+        if isinstance(node, _MAPPING):
             rule = node.get(RULE_KEY, rule)
             node = node.get(part)
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
         else:
             break
-    if isinstance(node, Mapping):
+    if isinstance(node, _MAPPING):
         rule = node.get(RULE_KEY, rule)
     return rule
 
 
 def _get(obj: Any, *path: Any) -> Any:
     for part in path:
-        if isinstance(obj, Mapping):
+        if isinstance(obj, _MAPPING):
             obj = obj.get(part)
         elif isinstance(obj, list) and isinstance(part, int) and part < len(obj):
             obj = obj[part]
@@ -66,16 +70,16 @@ def _get(obj: Any, *path: Any) -> Any:
 
 def _replicas(job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     specs = _get(job, "spec", "pytorchReplicaSpecs")
-    if not isinstance(specs, Mapping):
+    if not isinstance(specs, _MAPPING):
         return []
-    return [(str(k), v) for k, v in specs.items() if isinstance(v, Mapping)]
+    return [(str(k), v) for k, v in specs.items() if isinstance(v, _MAPPING)]
 
 
 def _pytorch_container(replica: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:
     containers = _get(replica, "template", "spec", "containers")
     if isinstance(containers, list):
         for i, c in enumerate(containers):
-            if isinstance(c, Mapping) and c.get("name") == "pytorch":
+            if isinstance(c, _MAPPING) and c.get("name") == "pytorch":
                 return i, c
     return None
 
@@ -130,7 +134,7 @@ def prune_nulls(value: Any) -> Any:
     Nullable), and decodes ``null`` metadata fields to their zero values; so ``value:`` with nothing
     after it is an absent value, not a type error. Only called for documents that fail as written.
     """
-    if isinstance(value, Mapping):
+    if isinstance(value, _MAPPING):
         return {k: prune_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
         return [prune_nulls(v) for v in value]
@@ -189,7 +193,7 @@ def _duplicates(items: Any, key: str) -> list[tuple[int, str]]:
     seen: set[str] = set()
     dups = []
     for i, item in enumerate(items):
-        value = item.get(key) if isinstance(item, Mapping) else None
+        value = item.get(key) if isinstance(item, _MAPPING) else None
         if isinstance(value, str):
             if value in seen:
                 dups.append((i, value))
@@ -202,7 +206,7 @@ def _check_list_maps(job: Mapping[str, Any]) -> list[RawFinding]:
     findings = []
     for rtype, replica in _replicas(job):
         pod = _get(replica, "template", "spec")
-        if not isinstance(pod, Mapping):
+        if not isinstance(pod, _MAPPING):
             continue
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec")
         for field in ("containers", "initContainers"):
@@ -210,7 +214,7 @@ def _check_list_maps(job: Mapping[str, Any]) -> list[RawFinding]:
             for i, name in _duplicates(containers, "name"):
                 findings.append(RawFinding("KDP106", (*base, field, i), f"two {field} are named {name!r}; the API server refuses duplicate names in this list-map"))
             for ci, container in enumerate(containers if isinstance(containers, list) else []):
-                if not isinstance(container, Mapping):
+                if not isinstance(container, _MAPPING):
                     continue
                 for sub in ("env", "ports", "volumeMounts"):
                     key = "mountPath" if sub == "volumeMounts" else ("containerPort" if sub == "ports" else "name")
@@ -389,7 +393,7 @@ def check_guardrails(
                 base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
                 container = _get(job, *base)
                 field = "volumeMounts" if rule_id == "KDP307" else "env"
-                path = (*base, field) if isinstance(container, Mapping) and field in container else base
+                path = (*base, field) if isinstance(container, _MAPPING) and field in container else base
                 findings.append(RawFinding(rule_id, path, _env_message(rule_id, rtype, envs[rtype])))
             elif rule_id == "KDP308":
                 if (rule_id, "") in seen:
@@ -416,7 +420,7 @@ def _list(value: Any) -> list[Any]:
 
 def _pod_volume(pod: Mapping[str, Any], name: Any) -> Mapping[str, Any] | None:
     for vol in _list(pod.get("volumes")):
-        if isinstance(vol, Mapping) and vol.get("name") == name:
+        if isinstance(vol, _MAPPING) and vol.get("name") == name:
             return vol
     return None
 
@@ -435,7 +439,7 @@ def _check_volumes(
         pod = _get(replica, "template", "spec") or {}
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
         container = _get(job, *base) or {}
-        mounts = [m for m in _list(container.get("volumeMounts")) if isinstance(m, Mapping)]
+        mounts = [m for m in _list(container.get("volumeMounts")) if isinstance(m, _MAPPING)]
         for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
             value = envs[rtype].get(var)
             if (rule_id, rtype) in seen or value is None or not value.value:
@@ -503,7 +507,7 @@ def _check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> lis
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
         container = _get(job, *base) or {}
         limits = _get(container, "resources", "limits") or {}
-        gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, Mapping) and k in limits), None)
+        gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, _MAPPING) and k in limits), None)
         flag = _nproc_from_args(container)
         facts = {"nprocPerNode": declared, "--nproc-per-node": flag, "GPU limit": gpus}
         numeric = {k: v for k, v in facts.items() if v is not None and v.isdigit() and not (k == "GPU limit" and v == "0")}
