@@ -20,7 +20,7 @@ from .. import guardvars as gv
 from ..resources import load_schema
 from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
-from .rawfinding import RawFinding
+from .rawfinding import RawFinding, json_path
 
 #: ``dict`` first: ``isinstance`` against the ``Mapping`` ABC alone costs several times more, and
 #: these checks run many times for every manifest.
@@ -104,6 +104,9 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     if rule_id == "KDP103":
         return f"job name must be a DNS-1035 label (lower-case letters, digits, '-', starting with a letter): {_short(raw)}"
     if rule_id == "KDP104":
+        if path and (path[-1] == "image" or '"image"' in raw):
+            # The webhook wants an image in every container, sidecars included.
+            return f"container {json_path(path)} has no image; every container needs a non-empty image (the operator's webhook rejects the job)"
         return "every replica needs a container named \"pytorch\" with a non-empty image (the operator's webhook rejects the job)"
     if rule_id == "KDP105":
         return (
@@ -166,8 +169,8 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
 
 def _check_service_names(job: Mapping[str, Any]) -> list[RawFinding]:
     name = _get(job, "metadata", "name")
-    if not isinstance(name, str) or not name:
-        return []
+    if not isinstance(name, str) or not name or len(name) > SERVICE_NAME_MAX:
+        return []  # (a name over 63 characters is already KDP103 in the schema)
     longest = ""
     for rtype, replica in _replicas(job):
         count = replica.get("replicas", 1)

@@ -23,7 +23,7 @@ from .checks import check_guardrails, check_structure
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
 from .rawfinding import RawFinding, json_path
-from .yamlio import Locator, decode, load_documents
+from .yamlio import Document, Locator, decode, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 PYTORCHJOB_API = "kubeflow.org/v1"
@@ -315,13 +315,17 @@ def validate_objects(
     """
     check_profile(profile)
     objects = list(objects)
+    # kind: List items are objects of their own, as in files (``_objects``).
+    flat = list(_objects(Document(i, obj) for i, obj in enumerate(objects)))
     cms = ConfigMapIndex(default_namespace=namespace)
-    for cm in list(configmaps) + [o for o in objects if isinstance(o, Mapping) and o.get("kind") == "ConfigMap"]:
+    for cm in list(configmaps) + [o for _, _, o in flat if isinstance(o, Mapping) and o.get("kind") == "ConfigMap"]:
         cms.add(cm)
-    report = Report(files=1, documents=len(objects))
-    for i, obj in enumerate(objects):
+    report = Report(files=1, documents=sum(1 for o in objects if o is not None))
+    for i, prefix, obj in flat:
         if not isinstance(obj, Mapping) or not obj.get("apiVersion") or not obj.get("kind"):
-            report.findings.append(Finding("KDP004", RULES["KDP004"].severity, "not a Kubernetes object: no apiVersion and kind", file, document=i))
+            report.findings.append(
+                Finding("KDP004", RULES["KDP004"].severity, "not a Kubernetes object: no apiVersion and kind", file, path=json_path(prefix), document=i)
+            )
             continue
         if obj.get("kind") != "PyTorchJob":
             report.skipped[str(obj.get("kind"))] += 1
@@ -337,6 +341,6 @@ def validate_objects(
         granted, problems = annotation_exemptions(obj)
         for rf in problems + raw:
             report.findings.append(
-                Finding(rf.rule_id, RULES[rf.rule_id].severity, rf.message, file, 0, 0, json_path(rf.path), i, _object_ref(obj), granted.get(rf.rule_id, ""))
+                Finding(rf.rule_id, RULES[rf.rule_id].severity, rf.message, file, 0, 0, json_path(prefix + rf.path), i, _object_ref(obj), granted.get(rf.rule_id, ""))
             )
     return report

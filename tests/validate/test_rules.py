@@ -8,8 +8,8 @@ Each fixture starts with comment lines::
 
 The failing (not exempted) findings of a fixture must be exactly the expected rule ids: a ``fail``
 fixture expects its folder's rule (and may expect others it triggers on purpose); a ``pass``
-fixture must not produce its folder's rule. Where an expectation carries lines, the findings of
-that rule must be at exactly those lines.
+fixture must not produce its folder's rule. Where a rule's expectations carry lines, its findings
+must be exactly those: one finding per ``# expect`` line, at that line.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ def _cases() -> list[Path]:
     return sorted(FIXTURES.glob("KDP*/*/*.y*ml"))
 
 
-def _header(path: Path) -> tuple[str, dict[str, set[int]]]:
+def _header(path: Path) -> tuple[str, dict[str, list[int]]]:
     data = path.read_bytes()  # bytes: some fixtures are deliberately not UTF-8
     profile = _PROFILE.search(data)
     assert profile, f"{path}: no '# profile:' line"
-    expected: dict[str, set[int]] = defaultdict(set)
+    expected: dict[str, list[int]] = defaultdict(list)
     for rule, line in _EXPECT.findall(data):
-        expected[rule.decode()].update({int(line)} if line else set())
+        expected[rule.decode()] += [int(line)] if line else []
     return profile.group(1).decode(), dict(expected)
 
 
@@ -57,14 +57,14 @@ def test_fixture(path: Path) -> None:
 
     report = validate_paths([str(path)], profile=profile, jobs=1)
     failing = report.failing()
-    got: dict[str, set[int]] = defaultdict(set)
+    got: dict[str, list[int]] = defaultdict(list)
     for f in failing:
-        got[f.rule_id].add(f.line)
+        got[f.rule_id].append(f.line)
     shown = "\n".join(f"  {f.rule_id} line {f.line} [{f.path}] {f.message}" for f in failing) or "  (none)"
     assert set(got) == set(expected), f"{path.name}: expected rules {sorted(expected)}, got:\n{shown}"
     for rule_id, lines in expected.items():
         if lines:
-            assert got[rule_id] == lines, f"{path.name}: {rule_id} expected at lines {sorted(lines)}, got:\n{shown}"
+            assert sorted(got[rule_id]) == sorted(lines), f"{path.name}: {rule_id} expected at lines {sorted(lines)}, got:\n{shown}"
 
 
 @pytest.mark.parametrize("rule", VALIDATOR_RULES)
