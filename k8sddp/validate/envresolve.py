@@ -143,6 +143,8 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
         opaque.append((f"Secret {name!r} (envFrom), which k8sddp cannot read", prefix))
     env = container.get("env") or []
     explicit: set[str] = set()
+    # Lookups while env is read follow the same rules as the finished result ($(VAR) references).
+    result = _OpaqueEnv(result, opaque, opaque_at, explicit)
     for entry in env if isinstance(env, list) else []:
         if not isinstance(entry, _MAPPING) or not isinstance(entry.get("name"), str):
             continue
@@ -157,12 +159,46 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
                 # An optional reference to a missing key is skipped: whatever envFrom set stays.
                 continue
             result[name] = resolved
+        elif "$" in value:
+            result[name] = _expand(value, result)
         else:
             result[name] = EnvValue(value, "env")
         explicit.add(name)
-    if opaque:
-        result = _OpaqueEnv(result, opaque, opaque_at, explicit)
-    return result
+    return result if opaque else dict(result)
+
+
+def _expand(value: str, env: dict[str, EnvValue]) -> EnvValue:
+    """``$(VAR)`` references in an env ``value``, expanded as the kubelet does.
+
+    Source: kubernetes third_party/forked/golang/expansion/expand.go (``Expand``,
+    ``MappingFuncFor``): ``$(NAME)`` becomes the value of a variable defined before it (by
+    ``envFrom`` or an earlier ``env`` entry), ``$$`` becomes ``$``, and a reference to an undefined
+    variable, or an unclosed ``$(``, stays as written. A reference to a variable whose value
+    cannot be read makes this one unreadable too.
+    """
+    out: list[str] = []
+    checkpoint = i = 0
+    while i < len(value):
+        if value[i] == "$" and i + 1 < len(value):
+            out.append(value[checkpoint:i])
+            nxt = value[i + 1]
+            close = value.find(")", i + 2) if nxt == "(" else -1
+            if nxt == "$":
+                out.append("$")
+            elif close != -1:
+                name = value[i + 2 : close]
+                ref = env.get(name)
+                if ref is not None and ref.value is None:
+                    return EnvValue(None, "env", f"it refers to $({name}), which cannot be verified: {ref.unresolved}")
+                out.append(f"$({name})" if ref is None else ref.value or "")
+                i = close - 1  # the loop's step lands after ")"
+            else:
+                out.append("$" + nxt)  # "$(" without ")", or "$x": kept
+            i += 1
+            checkpoint = i + 1
+        i += 1
+    out.append(value[checkpoint:])
+    return EnvValue("".join(out), "env")
 
 
 class _OpaqueEnv(dict[str, EnvValue]):
