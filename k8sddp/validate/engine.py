@@ -23,7 +23,7 @@ from .checks import check_guardrails, check_structure
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
 from .rawfinding import RawFinding, json_path
-from .yamlio import Document, Locator, decode, load_documents
+from .yamlio import Document, Locator, alias_problem, decode, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 PYTORCHJOB_API = "kubeflow.org/v1"
@@ -314,13 +314,20 @@ def validate_objects(
         namespace: the namespace objects without one are applied to.
     """
     check_profile(profile)
-    objects = list(objects)
+    objs: list[Any] = list(objects)
+    report = Report(files=1, documents=sum(1 for o in objs if o is not None))
+    # Objects parsed by the caller (PyYAML shares aliased nodes) may be alias bombs or cycles:
+    # walking one would never end, so they are refused before any check (KDP003).
+    for i, obj in enumerate(objs):
+        problem = alias_problem(obj)
+        if problem:
+            report.findings.append(Finding("KDP003", RULES["KDP003"].severity, problem, file, document=i))
+            objs[i] = None
     # kind: List items are objects of their own, as in files (``_objects``).
-    flat = list(_objects(Document(i, obj) for i, obj in enumerate(objects)))
+    flat = list(_objects(Document(i, obj) for i, obj in enumerate(objs)))
     cms = ConfigMapIndex(default_namespace=namespace)
     for cm in list(configmaps) + [o for _, _, o in flat if isinstance(o, Mapping) and o.get("kind") == "ConfigMap"]:
         cms.add(cm)
-    report = Report(files=1, documents=sum(1 for o in objects if o is not None))
     for i, prefix, obj in flat:
         if not isinstance(obj, Mapping) or not obj.get("apiVersion") or not obj.get("kind"):
             report.findings.append(

@@ -256,6 +256,21 @@ def _expanded_size(root: Any) -> int:
     return size(root)
 
 
+def alias_problem(data: Any) -> str:
+    """Why ``data`` (parsed by anyone) cannot be walked safely: an alias bomb or a cycle; ``""``
+    when it can. Costs one pass over its distinct nodes."""
+    if not isinstance(data, (dict, list)):
+        return ""
+    try:
+        if _expanded_size(data) > MAX_EXPANDED_NODES:
+            return f"aliases expand this document to more than {MAX_EXPANDED_NODES:,} nodes (alias bomb)"
+    except ValueError as exc:
+        return str(exc)
+    except RecursionError:
+        return "document nested too deeply"
+    return ""
+
+
 def _mark_of(exc: yaml.YAMLError, text: str) -> tuple[int, int]:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     if mark is not None:

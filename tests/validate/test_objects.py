@@ -46,3 +46,22 @@ def test_list_items_are_objects() -> None:
 def test_annotation_exemptions_apply() -> None:
     report = validate_objects(_load("KDP005/pass/reason-given.yaml"))
     assert report.failing() == [] and len([f for f in report.findings if f.exempted_by]) == 2
+
+
+def test_alias_bomb_objects_are_refused_fast() -> None:
+    """A caller that parsed a billion-laughs document with PyYAML hands over a DAG of shared lists;
+    walking it would never end."""
+    import time
+
+    lol: list[object] = ["lol"] * 9
+    for _ in range(9):
+        lol = [lol] * 9
+    job, cm = _load("KDP201/pass/configmap-key-ref.yaml")
+    job["metadata"]["annotations"] = {"lol": lol}
+    loop: list[object] = []
+    loop.append(loop)
+    started = time.perf_counter()
+    report = validate_objects([job, cm, {"apiVersion": "v1", "kind": "ConfigMap", "data": loop}])
+    assert time.perf_counter() - started < 5.0
+    assert [(f.rule_id, f.document) for f in report.failing()] == [("KDP003", 0), ("KDP003", 2)]
+    assert "alias bomb" in report.failing()[0].message and "recursive" in report.failing()[1].message
