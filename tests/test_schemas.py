@@ -21,7 +21,8 @@ from .conftest import REFERENCE, REPO
 SCHEMAS = REPO / "schemas"
 CRD = REFERENCE / "kubeflow" / "kubeflow.org_pytorchjobs.yaml"
 EXAMPLES = REFERENCE / "kubeflow" / "examples"
-ALL_SCHEMAS = sorted(SCHEMAS.glob("*.json"))
+#: The JSON Schemas (schemas/ also holds OpenAPI documents for kustomize, which are not).
+ALL_SCHEMAS = sorted(p for p in SCHEMAS.glob("*.json") if "$schema" in json.loads(p.read_text()))
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -59,6 +60,11 @@ def test_committed_schemas_are_generated() -> None:
         pytest.skip(f"{CRD} is not present")
     for name, schema in generate(CRD).items():
         assert (SCHEMAS / name).read_text() == dump(schema), f"schemas/{name} is stale: run python -m k8sddp.schemagen"
+
+
+def test_the_schemas_are_found() -> None:
+    names = {p.name for p in ALL_SCHEMAS}
+    assert {"pytorchjob.structure.json", "pytorchjob.baseline.json", "pytorchjob.strict.json", "k8sddp-config.schema.json"} <= names
 
 
 @pytest.mark.parametrize("path", ALL_SCHEMAS, ids=lambda p: p.name)

@@ -48,7 +48,7 @@ def kyverno() -> PolicyEvaluator:
 def _jobs(path: Path) -> list[dict[str, Any]]:
     try:
         docs = list(yaml.safe_load_all(path.read_text()))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, UnicodeDecodeError):  # the validator's fixtures include non-UTF-8 files
         return []
     return [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
 
@@ -57,6 +57,13 @@ def _structure_ok(job: dict[str, Any]) -> bool:
     report = validate_objects([job])
     return not any(RULES[f.rule_id].layer == "structure" or f.rule_id in ("KDP001", "KDP002", "KDP003", "KDP004")
                    for f in report.findings)
+
+
+def _file_level_problems(path: Path) -> bool:
+    """Input findings (duplicate keys, alias bombs...) that PyYAML's last-wins reading hides."""
+    from k8sddp.validate import validate_paths
+
+    return any(f.rule_id < "KDP100" for f in validate_paths([str(path)], jobs=1).findings)
 
 
 def _cli_verdict(path: Path, capsys: pytest.CaptureFixture[str]) -> bool:
@@ -90,8 +97,10 @@ def test_kubeflow_examples_and_other_corpora_match(vap: PolicyEvaluator, capsys:
         if len(jobs) != 1 or not _structure_ok(jobs[0]):
             continue
         text = path.read_text()
-        if "envFrom" in text or "valueFrom" in text:
-            continue  # not literal: see test_the_one_difference
+        if "envFrom" in text or "valueFrom" in text or "$(" in text:
+            continue  # not literal (resolved or $(VAR)-expanded by validate): see test_the_one_difference
+        if _file_level_problems(path):
+            continue  # another document of the file is unreadable (KDP001-004): the policy sees one object
         assert vap.evaluate(jobs[0]).allowed is _cli_verdict(path, capsys), path
         compared += 1
     assert compared >= 5 if KUBEFLOW_EXAMPLES.is_dir() else compared >= 0
