@@ -76,6 +76,7 @@ _SCALAR = yaml.ScalarNode
 #: the same keys and values, and PyYAML's resolver runs a regular expression per scalar.
 _RESOLVED: dict[tuple[str, Any], str] = {}
 _RESOLVED_MAX = 65_536
+_RESOLVED_LEN = 100  # longer values are resolved every time (so the memo stays under ~10 MB)
 
 
 class _FastLoader(_Loader):
@@ -91,6 +92,8 @@ class _FastLoader(_Loader):
 
     def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
         if kind is yaml.ScalarNode:
+            if len(value) > _RESOLVED_LEN:  # a script or a certificate: rare, and not kept in memory
+                return super().resolve(kind, value, implicit)
             key = (value, implicit)
             tag = _RESOLVED.get(key)
             if tag is None:
