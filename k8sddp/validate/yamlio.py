@@ -259,6 +259,43 @@ def _expanded_size(root: Any) -> int:
     return size(root)
 
 
+#: Deepest nesting read (KDP001 beyond). libyaml's composer recurses in C for each level: about
+#: 30,000 levels of "[" (60 KB of text) overflow the C stack and kill the process (measured with
+#: PyYAML 6.0.3). Real manifests nest about 15 levels.
+MAX_DEPTH = 1000
+
+
+def _depth_problem(text: str) -> ParseProblem | None:
+    """A document nested deeper than :data:`MAX_DEPTH`, found before libyaml composes it.
+
+    A cheap bound first: a level needs a flow opener, a same-line "- "/"? " entry, or one more
+    column of indentation (so indentation alone nests at most sqrt(2 x length) deep). Only text
+    that could exceed the limit is scanned, with libyaml's event parser, which does not recurse.
+    """
+    bound = sum(text.count(t) for t in ("[", "{", "- ", "? ", "-\t", "?\t")) + int((2 * len(text)) ** 0.5) + 1
+    if bound <= MAX_DEPTH:
+        return None
+    loader = _BaseLoader(text)
+    depth = index = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    line, col = (event.start_mark.line + 1, event.start_mark.column + 1) if event.start_mark else (0, 0)
+                    return ParseProblem("KDP001", f"nested more than {MAX_DEPTH} levels deep", line, col, index)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.DocumentEndEvent):
+                index += 1
+    except yaml.YAMLError:
+        pass  # a syntax error before the limit: composing stops there too, and reports it
+    finally:
+        loader.dispose()
+    return None
+
+
 def alias_problem(data: Any) -> str:
     """Why ``data`` (parsed by anyone) cannot be walked safely: an alias bomb or a cycle; ``""``
     when it can. Costs one pass over its distinct nodes."""
@@ -369,6 +406,9 @@ def load_documents(text: str, *, is_json: bool = False) -> tuple[list[Document],
             return [], [ParseProblem("KDP002", str(exc), 0, 0, 0)]
         except RecursionError:
             return [], [ParseProblem("KDP001", "JSON nested too deeply", 0, 0, 0)]
+    too_deep = _depth_problem(text)
+    if too_deep:
+        return [], [too_deep]
     docs: list[Document] = []
     problems: list[ParseProblem] = []
     loader = _FastLoader(text)
@@ -421,6 +461,8 @@ class Locator:
         if self._roots is None:
             # Keep the documents composed before an unreadable one: their findings keep their lines.
             self._roots = []
+            if _depth_problem(self._text):
+                return self._roots  # composing it would crash the process (JSON files come here)
             try:
                 for root in yaml.compose_all(self._text, Loader=_BaseLoader):
                     self._roots.append(root)

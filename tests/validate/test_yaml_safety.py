@@ -271,6 +271,26 @@ def test_nul_byte_is_located(tmp_path: Path) -> None:
     assert [(f.rule_id, f.line, f.column) for f in report.failing()] == [("KDP001", 14, 24)]
 
 
-def test_deep_nesting_never_raises() -> None:
-    report = validate_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
-    assert report.exit_code() == 1
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "x.yaml"),
+        ("- " * 100_000 + "x\n", "x.yaml"),
+        ("[" * 100_000, "x.yaml"),
+        ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "x.json"),
+        ("a: " + "[" * 900 + "]" * 900 + "\n", "x.yaml"),
+    ],
+    ids=["flow", "block-same-line", "unclosed", "json", "under-the-limit"],
+)
+def test_deep_nesting_is_a_finding_not_a_crash(text: str, name: str) -> None:
+    """libyaml's composer recurses in C: about 30,000 levels killed the process (SIGSEGV)."""
+    report = validate_text(text, file=name)
+    assert [f.rule_id for f in report.failing()] == ["KDP001"]
+    assert "nested" in report.failing()[0].message
+
+
+def test_deep_nesting_in_a_worker_process(tmp_path: Path) -> None:
+    for i in range(70):
+        (tmp_path / f"{i:02d}.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n" if i else "- " * 100_000 + "x\n")
+    report = validate_paths([str(tmp_path)], jobs=2)
+    assert report.files == 70 and [f.rule_id for f in report.failing()] == ["KDP001"]
