@@ -239,10 +239,13 @@ def test_config_sets_the_default_profile(cli, tmp_path: Path) -> None:
         ("exemptions:\n- paths: ['*']\n  rules: [KDP201]\n", "exemptions.0"),  # no reason
         ("exemptions:\n- paths: ['*']\n  rules: [KDP101]\n  reason: x\n", "exemptions[0].rules"),  # structure rule
         ("profile: paranoid\n", "profile"),
-        ("exemptions: [\n", "line 2"),
+        ("exemptions: [\n", "line 1, column 14"),
         ("bogus: 1\n", "bogus"),
+        ("profile: strict\nprofile: baseline\n", "line 2, column 1: while constructing a mapping; found duplicate key 'profile'"),
+        ("a: &a [*a]\n", "recursive alias"),
+        ("profile: strict\n---\nprofile: baseline\n", "one YAML document"),
     ],
-    ids=["no-reason", "structure-rule", "bad-profile", "not-yaml", "unknown-key"],
+    ids=["no-reason", "structure-rule", "bad-profile", "not-yaml", "unknown-key", "duplicate-key", "recursive", "two-documents"],
 )
 def test_bad_config_exits_2_with_location(cli, tmp_path: Path, text: str, where: str) -> None:
     res = cli("validate", "--config", _config(tmp_path, text), str(GOOD))
