@@ -23,7 +23,7 @@ from .checks import check_guardrails, check_structure
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
 from .rawfinding import RawFinding, json_path
-from .yamlio import Document, Locator, alias_problem, decode, load_documents
+from .yamlio import MAX_INPUT_BYTES, Document, Locator, alias_problem, decode, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 PYTORCHJOB_API = "kubeflow.org/v1"
@@ -170,17 +170,28 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     return out
 
 
+class InputTooLarge(Exception):
+    """A file or standard input larger than :data:`MAX_INPUT_BYTES`."""
+
+
 def _read_bytes(path: str) -> bytes:
-    """The bytes of file ``path``.
+    """The bytes of file ``path`` (``-``: standard input), reading at most the limit.
 
     Raises:
         UsageError: unreadable (permission, a folder, ...).
+        InputTooLarge: larger than :data:`MAX_INPUT_BYTES`.
     """
     try:
-        with open(path, "rb") as fh:
-            return fh.read()
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputTooLarge(path)
+    return data
 
 
 def read_input(path: str) -> str:
@@ -188,13 +199,14 @@ def read_input(path: str) -> str:
 
     Raises:
         UsageError: unreadable (permission, a folder, ...).
+        InputTooLarge: larger than :data:`MAX_INPUT_BYTES`.
     """
-    if path != "-":
-        return decode(_read_bytes(path))
-    try:
-        return decode(sys.stdin.buffer.read())
-    except OSError as exc:
-        raise UsageError(f"-: cannot read standard input: {exc.strerror or exc}") from exc
+    return decode(_read_bytes(path))
+
+
+def _too_large(file: str) -> Report:
+    message = f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read (the API server refuses requests over 3 MiB)"
+    return Report(files=1, findings=[Finding("KDP001", RULES["KDP001"].severity, message, file)])
 
 
 _WORKER: dict[str, Any] = {}
@@ -230,11 +242,13 @@ def _init_worker(profile: str, cms: ConfigMapIndex, config: Config | None) -> No
 
 
 def _check_file(path: str) -> Report | UsageError:
+    name = "<stdin>" if path == "-" else path
     try:
         text = read_input(path)
     except UsageError as exc:
         return exc
-    name = "<stdin>" if path == "-" else path
+    except InputTooLarge:
+        return _too_large(name)
     return check_text(text, file=name, profile=_WORKER["profile"], configmaps=_WORKER["cms"], config=_WORKER["config"], is_json=path.endswith(".json"))
 
 
@@ -261,8 +275,13 @@ def validate_paths(
     check_profile(profile)
     files = expand_paths(paths)
     texts: dict[str, str] = {}
+    stdin_too_large = False
     if "-" in files:
-        texts["-"] = stdin_text if stdin_text is not None else read_input("-")
+        try:
+            texts["-"] = stdin_text if stdin_text is not None else read_input("-")
+        except InputTooLarge:
+            texts["-"] = ""
+            stdin_too_large = True
     cms = ConfigMapIndex()
     for path in files:
         if path == "-":
@@ -271,7 +290,10 @@ def validate_paths(
             continue
         # Only files that mention ConfigMap are decoded and parsed here; the rest only by their
         # worker. (Looking at the bytes: decoding every file twice cost a tenth of the run.)
-        data = _read_bytes(path)
+        try:
+            data = _read_bytes(path)
+        except InputTooLarge:
+            continue  # reported when the file itself is checked
         if b"ConfigMap" in data or data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # or UTF-16: look after decoding
             collect_configmaps(decode(data), cms, is_json=path.endswith(".json"))
     jobs = jobs or _cores()
@@ -286,8 +308,10 @@ def validate_paths(
             _WORKER.update(profile=profile, cms=cms, config=config)
             results = {f: _check_file(f) for f in disk_files}
     for path in files:
-        if path == "-":
-            result: Report | UsageError = check_text(texts["-"], file="<stdin>", profile=profile, configmaps=cms, config=config)
+        if path == "-" and stdin_too_large:
+            result: Report | UsageError = _too_large("<stdin>")
+        elif path == "-":
+            result = check_text(texts["-"], file="<stdin>", profile=profile, configmaps=cms, config=config)
         else:
             result = results[path]
         if isinstance(result, UsageError):

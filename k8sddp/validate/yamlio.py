@@ -21,7 +21,12 @@ import yaml
 from .yamlbuild import BaseLoader as _BaseLoader
 from .yamlbuild import Builder, DuplicateKeyError, FastLoader, RecursiveAliasError
 
-__all__ = ["Document", "DuplicateKeyError", "Locator", "ParseProblem", "decode", "load_documents"]
+__all__ = ["MAX_INPUT_BYTES", "Document", "DuplicateKeyError", "Locator", "ParseProblem", "decode", "load_documents"]
+
+#: Largest manifest read (16 MiB). The API server refuses requests over 3 MiB and stores objects
+#: up to about 1.5 MiB (etcd's default limit): a bigger file is a finding (KDP001), not a reason to
+#: hold gigabytes in memory. ``k8sddp fix`` reads the same limit.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 #: Largest number of nodes a document may expand to through aliases (KDP003). Real manifests
 #: stay far below: the biggest Kubeflow example has under 200 nodes.
@@ -215,6 +220,8 @@ def load_documents(text: str, *, is_json: bool = False) -> tuple[list[Document],
         most one problem per file for syntax errors (parsing cannot resume after one) plus one per
         alias bomb. Never raises for bad input.
     """
+    if len(text) > MAX_INPUT_BYTES:  # characters: at most the bytes, so over the limit for sure
+        return [], [ParseProblem("KDP001", f"larger than {MAX_INPUT_BYTES // 2**20} MiB: not read", 0, 0, 0)]
     bad = _NOT_UTF8.search(text)
     if bad:
         before = text[: bad.start()]

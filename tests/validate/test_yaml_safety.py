@@ -301,3 +301,16 @@ def test_deep_nesting_in_a_worker_process(tmp_path: Path) -> None:
         (tmp_path / f"{i:02d}.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n" if i else "- " * 100_000 + "x\n")
     report = validate_paths([str(tmp_path)], jobs=2)
     assert report.files == 70 and [f.rule_id for f in report.failing()] == ["KDP001"]
+
+
+def test_oversized_input_is_a_finding_read_no_further(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from k8sddp.validate import yamlio
+
+    monkeypatch.setattr(yamlio, "MAX_INPUT_BYTES", 1000)
+    monkeypatch.setattr("k8sddp.validate.engine.MAX_INPUT_BYTES", 1000)
+    big = GUARDED_JOB + "\n".join(f"# padding {i}" for i in range(100)) + "\n"
+    report = _validate_bytes(tmp_path, big.encode())
+    assert [(f.rule_id, f.line) for f in report.failing()] == [("KDP001", 0)]
+    assert "larger than" in report.failing()[0].message and report.documents == 0
+    assert [f.rule_id for f in validate_text(big).failing()] == ["KDP001"]
+    assert validate_text(GUARDED_JOB).failing() == []
