@@ -172,9 +172,14 @@ def _check_service_names(job: Mapping[str, Any]) -> list[RawFinding]:
     if not isinstance(name, str) or not name or len(name) > SERVICE_NAME_MAX:
         return []  # (a name over 63 characters is already KDP103 in the schema)
     longest = ""
+    # An elastic job's Workers scale up to elasticPolicy.maxReplicas: the last Service index too.
+    max_replicas = _get(job, "spec", "elasticPolicy", "maxReplicas")
     for rtype, replica in _replicas(job):
         count = replica.get("replicas", 1)
-        last = max((count if isinstance(count, int) else 1) - 1, 0)
+        count = count if isinstance(count, int) else 1
+        if rtype == "Worker" and isinstance(max_replicas, int):
+            count = max(count, max_replicas)
+        last = max(count - 1, 0)
         service = f"{name}-{rtype.lower()}-{last}"
         if len(service) > len(longest):
             longest = service
