@@ -21,7 +21,7 @@ import yaml
 from .yamlbuild import BaseLoader as _BaseLoader
 from .yamlbuild import Builder, DuplicateKeyError, FastLoader, RecursiveAliasError
 
-__all__ = ["MAX_INPUT_BYTES", "Document", "DuplicateKeyError", "Locator", "ParseProblem", "decode", "load_documents"]
+__all__ = ["Document", "DuplicateKeyError", "Locator", "MAX_INPUT_BYTES", "ParseProblem", "decode", "load_documents"]
 
 #: Largest manifest read (16 MiB). The API server refuses requests over 3 MiB and stores objects
 #: up to about 1.5 MiB (etcd's default limit): a bigger file is a finding (KDP001), not a reason to
