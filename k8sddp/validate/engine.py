@@ -186,7 +186,11 @@ def _read_bytes(path: str) -> bytes:
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             with open(path, "rb") as fh:
-                data = fh.read(MAX_INPUT_BYTES + 1)
+                # The size first: read(n) allocates n bytes up front, and 16 MiB per file cost a
+                # fifth of the run. (A file that grows meanwhile is caught by the length check.)
+                if os.fstat(fh.fileno()).st_size > MAX_INPUT_BYTES:
+                    raise InputTooLarge(path)
+                data = fh.read()
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if len(data) > MAX_INPUT_BYTES:
