@@ -1,0 +1,737 @@
+"""A small, real HTTP server on 127.0.0.1 that speaks the parts of the Kubernetes API server's REST
+contract k8sddp uses, so the real ``kubernetes`` client can be tested end to end without a cluster.
+
+Implemented (paths and behaviour as the API server's; sources: k8s.io/apiserver handlers,
+k8s.io/apimachinery pkg/api/errors, the API concepts page on watches):
+- discovery: ``/api``, ``/apis``, ``/apis/kubeflow.org/v1`` (absent when the CRD is "not installed");
+- PyTorchJobs ``/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs[/{name}]``: create (``dryRun=All``,
+  ``fieldValidation=Strict`` with unknown fields found by walking the real CRD schema -> 400
+  BadRequest "strict decoding error: unknown field"), get, list (``fieldSelector`` on
+  ``metadata.name``, ``labelSelector`` equality), watch (chunked JSON lines of
+  ``{"type", "object"}`` from a ``resourceVersion``, ``timeoutSeconds``, 410 Expired ERROR events for a
+  compacted history), delete (``propagationPolicy``; an optional delay emulates finalizers);
+- ConfigMap get; pod list by label selector; pod logs (``container``, ``follow``, ``tailLines``);
+- failures as ``Status`` objects with the real codes and reasons: AlreadyExists 409, NotFound 404,
+  Forbidden 403 (per verb/resource/namespace rules), Invalid 422 with causes (from an admission hook),
+  BadRequest 400, Unauthorized 401 (bearer token), TooManyRequests 429 with ``Retry-After``, 500/503;
+- fault injection: a connection reset (TCP RST) before or after the request is applied, a status
+  answer (e.g. 429 then success), N times per matching request.
+
+Used only by tests; the server thread is a daemon and :meth:`FakeApiServer.stop` shuts it down.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+import json
+import re
+import socket
+import struct
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlsplit
+
+GROUP = "kubeflow.org"
+VERSION = "v1"
+PLURAL = "pytorchjobs"
+CRD_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kubeflow" / "kubeflow.org_pytorchjobs.yaml"
+
+#: ObjectMeta fields the API server knows (k8s.io/apimachinery ObjectMeta, json names).
+OBJECT_META_FIELDS = {
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
+    "annotations", "ownerReferences", "finalizers", "managedFields",
+}
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def status_obj(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ``Status`` failure object as the API server writes it."""
+    out: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        out["details"] = details
+    return out
+
+
+@dataclasses.dataclass
+class Fault:
+    """One injected fault.
+
+    Attributes:
+        method: HTTP method to match (``POST``), or ``*``.
+        path: regular expression searched in the request path.
+        action: ``reset_before`` (RST without applying), ``reset_after`` (apply, then RST without
+            answering), or ``status`` (answer ``status`` with ``retry_after``).
+        status: HTTP status for ``status``.
+        retry_after: ``Retry-After`` seconds for ``status`` (None: no header).
+        times: how many matching requests it hits.
+    """
+
+    method: str
+    path: str
+    action: str
+    status: int = 503
+    retry_after: int | None = None
+    times: int = 1
+
+
+class _Reset(Exception):
+    """Raised inside a handler to end the connection with a TCP RST."""
+
+
+class FakeApiServer:
+    """The fake API server. Use as a context manager or call :meth:`start` / :meth:`stop`.
+
+    Attributes:
+        token: bearer token required from clients.
+        crd_installed: whether ``kubeflow.org/v1 pytorchjobs`` is served.
+        faults: injected faults, consumed in order.
+        requests: every request seen: ``{"method", "path", "query", "body"}``.
+        forbidden: set of ``(verb, resource, namespace)`` denied with 403.
+        admission: optional ``hook(obj) -> list of (field, message)``; a non-empty list -> 422.
+        delete_delay: seconds a deleted job lingers with ``deletionTimestamp`` (finalizers).
+        watch_timeout_cap: the longest a watch stream stays open (seconds).
+    """
+
+    def __init__(self, *, crd_schema: dict[str, Any] | None = None) -> None:
+        self.token = "k8sddp-test-token-" + uuid.uuid4().hex[:8]
+        self.crd_installed = True
+        self.faults: list[Fault] = []
+        self.requests: list[dict[str, Any]] = []
+        self.forbidden: set[tuple[str, str, str]] = set()
+        self.admission: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
+        self.delete_delay = 0.0
+        self.watch_timeout_cap = 60.0
+        self._schema = crd_schema
+        self._lock = threading.Condition()
+        self._rv = 100
+        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self._events: list[tuple[int, str, dict[str, Any]]] = []  # (rv, type, object) for jobs
+        self._compacted_rv = 0
+        self._configmaps: dict[tuple[str, str], dict[str, Any]] = {}
+        self._pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self._logs: dict[tuple[str, str], list[str]] = {}
+        self._log_done: set[tuple[str, str]] = set()
+        self._stopping = False
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> FakeApiServer:
+        handler = _make_handler(self)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def write_kubeconfig(self, path: Path, *, namespace: str = "default", token: str | None = None) -> Path:
+        """Write a kubeconfig with contexts ``fake`` (current, ``namespace``) and ``other``
+        (namespace ``other-ns``), both for this server."""
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake-user", "user": {"token": token or self.token}}],
+            "contexts": [
+                {"name": "fake", "context": {"cluster": "fake", "user": "fake-user", "namespace": namespace}},
+                {"name": "other", "context": {"cluster": "fake", "user": "fake-user", "namespace": "other-ns"}},
+            ],
+            "current-context": "fake",
+        }
+        path.write_text(json.dumps(cfg))
+        return path
+
+    # -- state helpers for tests -------------------------------------------------------------
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def _emit(self, kind: str, obj: dict[str, Any]) -> None:
+        self._events.append((int(obj["metadata"]["resourceVersion"]), kind, copy.deepcopy(obj)))
+        self._lock.notify_all()
+
+    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Stored jobs (copies), optionally of one namespace."""
+        with self._lock:
+            return [copy.deepcopy(j) for (ns, _), j in sorted(self._jobs.items()) if namespace in (None, ns)]
+
+    def put_job(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a job directly (as if created earlier by someone else)."""
+        with self._lock:
+            return self._store_new(copy.deepcopy(obj))
+
+    def _store_new(self, obj: dict[str, Any]) -> dict[str, Any]:
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_iso()
+        meta["generation"] = 1
+        meta["resourceVersion"] = str(self._next_rv())
+        obj.pop("status", None)
+        self._jobs[(meta["namespace"], meta["name"])] = obj
+        self._emit("ADDED", obj)
+        return copy.deepcopy(obj)
+
+    def set_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """Replace a job's status (as the operator does) and emit MODIFIED."""
+        with self._lock:
+            obj = self._jobs[(namespace, name)]
+            obj["status"] = copy.deepcopy(status)
+            obj["metadata"]["resourceVersion"] = str(self._next_rv())
+            self._emit("MODIFIED", obj)
+
+    def compact(self) -> None:
+        """Forget the watch history so far: older resourceVersions now answer 410 Expired."""
+        with self._lock:
+            self._compacted_rv = self._rv
+            self._events.clear()
+
+    def add_configmap(self, namespace: str, name: str, data: dict[str, str]) -> None:
+        with self._lock:
+            self._configmaps[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
+                             "resourceVersion": str(self._next_rv())},
+                "data": dict(data),
+            }
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        labels: dict[str, str],
+        *,
+        phase: str = "Running",
+        containers: tuple[str, ...] = ("pytorch",),
+        restarts: int = 0,
+        logs: list[str] | None = None,
+        done: bool = True,
+    ) -> None:
+        """Add a pod with its ``pytorch`` container's log lines (``done``: no more lines come)."""
+        with self._lock:
+            self._pods[(namespace, name)] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
+                             "uid": str(uuid.uuid4()), "resourceVersion": str(self._next_rv()),
+                             "creationTimestamp": now_iso()},
+                "spec": {"containers": [{"name": c, "image": "img"} for c in containers]},
+                "status": {
+                    "phase": phase,
+                    "containerStatuses": [
+                        {"name": c, "ready": phase == "Running", "restartCount": restarts,
+                         "image": "img", "imageID": "", "state": {"running": {}}}
+                        for c in containers
+                    ],
+                },
+            }
+            self._logs[(namespace, name)] = list(logs or [])
+            if done:
+                self._log_done.add((namespace, name))
+            else:
+                self._log_done.discard((namespace, name))
+
+    def append_log(self, namespace: str, name: str, line: str, *, done: bool = False) -> None:
+        with self._lock:
+            self._logs[(namespace, name)].append(line)
+            if done:
+                self._log_done.add((namespace, name))
+            self._lock.notify_all()
+
+    def count(self, method: str, path_part: str) -> int:
+        """How many requests with ``method`` had ``path_part`` in their path."""
+        return sum(1 for r in self.requests if r["method"] == method and path_part in r["path"])
+
+    # -- request handling (called from handler threads) ---------------------------------------
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.times > 0 and fault.method in ("*", method) and re.search(fault.path, path):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def schema(self) -> dict[str, Any] | None:
+        if self._schema is None and CRD_PATH.is_file():
+            import yaml
+
+            crd = yaml.safe_load(CRD_PATH.read_text())
+            self._schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        return self._schema
+
+
+def unknown_fields(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
+    """Paths of fields in ``value`` that ``schema`` does not declare (what pruning would drop and
+    ``fieldValidation=Strict`` reports), e.g. ``spec.pytorchReplicaSpecs.Worker.foo``."""
+    out: list[str] = []
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return out
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        addl = schema.get("additionalProperties")
+        for key, sub in value.items():
+            child = f"{path}.{key}" if path else key
+            if path == "metadata" and not props:
+                if key not in OBJECT_META_FIELDS:
+                    out.append(child)
+                continue
+            if props is not None and key in props:
+                out += unknown_fields(sub, props[key], child)
+            elif isinstance(addl, dict):
+                out += unknown_fields(sub, addl, child)
+            elif props is not None or addl is False:
+                out.append(child)
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for i, item in enumerate(value):
+            out += unknown_fields(item, schema["items"], f"{path}[{i}]")
+    return out
+
+
+def _make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+        def handle_one_request(self) -> None:
+            try:
+                super().handle_one_request()
+            except _Reset:
+                self._rst()
+            except (ConnectionError, BrokenPipeError, ValueError, OSError):
+                self.close_connection = True
+
+        def _rst(self) -> None:
+            self.close_connection = True
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+            except OSError:
+                pass
+
+        # -- plumbing ------------------------------------------------------------------------
+        def _send_json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _fail(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None,
+                  headers: dict[str, str] | None = None) -> None:
+            self._send_json(code, status_obj(code, reason, message, details), headers)
+
+        def _read_body(self) -> bytes:
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _dispatch(self, method: str) -> None:
+            parts = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+            body = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            server.requests.append({"method": method, "path": parts.path, "query": query,
+                                    "body": body.decode("utf-8", "replace")})
+            fault = server.take_fault(method, parts.path)
+            if fault and fault.action == "reset_before":
+                raise _Reset()
+            if fault and fault.action == "status":
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else None
+                reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+                          504: "Timeout"}.get(fault.status, "InternalError")
+                self._fail(fault.status, reason, f"injected {fault.status}", headers=headers)
+                return
+            if self.headers.get("Authorization") != f"Bearer {server.token}":
+                self._fail(401, "Unauthorized", "Unauthorized")
+                return
+            route(self, method, parts.path, query, body, fault)
+
+        def do_GET(self) -> None:
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:
+            self._dispatch("POST")
+
+        def do_DELETE(self) -> None:
+            self._dispatch("DELETE")
+
+    def forbidden(h: BaseHTTPRequestHandler, verb: str, resource: str, group: str, ns: str, name: str) -> bool:
+        if (verb, resource, ns) not in server.forbidden:
+            return False
+        full = f"{resource}.{group}" if group else resource
+        target = f'{full} "{name}"' if name else full
+        api_group = f'in API group "{group}"'
+        msg = (f'{target} is forbidden: User "fake-user" cannot {verb} resource "{resource}" '
+               f'{api_group} in the namespace "{ns}"')
+        h._fail(403, "Forbidden", msg, {"name": name, "group": group, "kind": resource} if name
+                else {"group": group, "kind": resource})
+        return True
+
+    def route(h: Any, method: str, path: str, query: dict[str, str], body: bytes, fault: Fault | None) -> None:
+        if path == "/api":
+            h._send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
+            return
+        if path == "/apis":
+            groups = []
+            if server.crd_installed:
+                groups.append({"name": GROUP, "versions": [{"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}],
+                               "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}})
+            h._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+            return
+        if path == f"/apis/{GROUP}/{VERSION}":
+            if not server.crd_installed:
+                h._fail(404, "NotFound", "the server could not find the requested resource")
+                return
+            h._send_json(200, {
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
+                "resources": [
+                    {"name": PLURAL, "singularName": "pytorchjob", "namespaced": True, "kind": "PyTorchJob",
+                     "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]},
+                    {"name": f"{PLURAL}/status", "singularName": "", "namespaced": True, "kind": "PyTorchJob",
+                     "verbs": ["get", "patch", "update"]},
+                ]})
+            return
+        m = re.fullmatch(rf"/apis/{GROUP}/{VERSION}/namespaces/([^/]+)/{PLURAL}(?:/([^/]+))?", path)
+        if m:
+            if not server.crd_installed:
+                h._fail(404, "NotFound", "the server could not find the requested resource")
+                return
+            jobs_route(h, method, m.group(1), m.group(2) or "", query, body, fault)
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
+        if m and method == "GET":
+            ns, name = m.groups()
+            if forbidden(h, "get", "configmaps", "", ns, name):
+                return
+            with server._lock:
+                cm = server._configmaps.get((ns, name))
+            if cm is None:
+                h._fail(404, "NotFound", f'configmaps "{name}" not found', {"name": name, "kind": "configmaps"})
+            else:
+                h._send_json(200, cm)
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", path)
+        if m and method == "GET":
+            ns = m.group(1)
+            if forbidden(h, "list", "pods", "", ns, ""):
+                return
+            sel = _parse_selector(query.get("labelSelector", ""))
+            with server._lock:
+                items = [copy.deepcopy(p) for (pns, _), p in sorted(server._pods.items())
+                         if pns == ns and _matches(p["metadata"].get("labels", {}), sel)]
+            h._send_json(200, {"kind": "PodList", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": str(server._rv)}, "items": items})
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
+        if m and method == "GET":
+            logs_route(h, m.group(1), m.group(2), query)
+            return
+        h._fail(404, "NotFound", "the server could not find the requested resource")
+
+    def jobs_route(h: Any, method: str, ns: str, name: str, query: dict[str, str], body: bytes,
+                   fault: Fault | None) -> None:
+        watch = query.get("watch") in ("true", "1")
+        verb = {"POST": "create", "DELETE": "delete"}.get(method) or ("get" if name else ("watch" if watch else "list"))
+        if forbidden(h, verb, PLURAL, GROUP, ns, name):
+            return
+        if method == "POST" and not name:
+            create(h, ns, query, body, fault)
+        elif method == "GET" and name:
+            with server._lock:
+                obj = server._jobs.get((ns, name))
+            if obj is None:
+                h._fail(404, "NotFound", f'{PLURAL}.{GROUP} "{name}" not found',
+                        {"name": name, "group": GROUP, "kind": PLURAL})
+            else:
+                h._send_json(200, copy.deepcopy(obj))
+        elif method == "GET" and watch:
+            watch_jobs(h, ns, query)
+        elif method == "GET":
+            with server._lock:
+                items = [copy.deepcopy(o) for o in _select_jobs(ns, query)]
+                rv = server._rv
+            h._send_json(200, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJobList",
+                               "metadata": {"resourceVersion": str(rv)}, "items": items})
+        elif method == "DELETE" and name:
+            delete(h, ns, name, query)
+        else:
+            h._fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def _select_jobs(ns: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        fsel = query.get("fieldSelector", "")
+        want_name = fsel.split("=", 1)[1] if fsel.startswith("metadata.name=") else None
+        sel = _parse_selector(query.get("labelSelector", ""))
+        return [o for (jns, jname), o in sorted(server._jobs.items())
+                if jns == ns and want_name in (None, jname) and _matches(o["metadata"].get("labels", {}), sel)]
+
+    def create(h: Any, ns: str, query: dict[str, str], body: bytes, fault: Fault | None) -> None:
+        dry = query.get("dryRun")
+        if dry is not None and dry != "All":
+            h._fail(400, "BadRequest", f'Invalid dry run value: "{dry}"')
+            return
+        try:
+            obj = json.loads(body)
+        except ValueError as exc:
+            h._fail(400, "BadRequest", f"the body of the request was in an unknown format: {exc}")
+            return
+        if not isinstance(obj, dict):
+            h._fail(400, "BadRequest", "the body of the request must be an object")
+            return
+        kind = obj.get("kind", "")
+        if obj.get("apiVersion") != f"{GROUP}/{VERSION}" or kind != "PyTorchJob":
+            h._fail(400, "BadRequest", f'the API version in the data ({obj.get("apiVersion")}) does not match '
+                    f"the expected API version ({GROUP}/{VERSION})")
+            return
+        meta = obj.setdefault("metadata", {})
+        if meta.get("namespace") and meta["namespace"] != ns:
+            h._fail(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+            return
+        meta["namespace"] = ns
+        if query.get("fieldValidation") == "Strict":
+            schema = server.schema()
+            if schema is not None:
+                unknown = unknown_fields(obj, schema)
+                if unknown:
+                    msg = ", ".join(f'unknown field "{u}"' for u in unknown)
+                    h._fail(400, "BadRequest", f'PyTorchJob in version "{VERSION}" cannot be handled as a '
+                            f"PyTorchJob: strict decoding error: {msg}")
+                    return
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            else:
+                h._fail(422, "Invalid", 'PyTorchJob.kubeflow.org "" is invalid: metadata.name: Required value: '
+                        "name or generateName is required",
+                        {"group": GROUP, "kind": "PyTorchJob", "causes": [
+                            {"reason": "FieldValueRequired", "message": "Required value: name or generateName is required",
+                             "field": "metadata.name"}]})
+                return
+        name = meta["name"]
+        with server._lock:
+            exists = (ns, name) in server._jobs
+        if exists:
+            h._fail(409, "AlreadyExists", f'{PLURAL}.{GROUP} "{name}" already exists',
+                    {"name": name, "group": GROUP, "kind": PLURAL})
+            return
+        if server.admission is not None:
+            causes = server.admission(obj)
+            if causes:
+                text = ", ".join(f"{f}: {m}" for f, m in causes)
+                h._fail(422, "Invalid", f'PyTorchJob.{GROUP} "{name}" is invalid: {text}',
+                        {"name": name, "group": GROUP, "kind": "PyTorchJob",
+                         "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
+                return
+        if dry == "All":
+            out = copy.deepcopy(obj)
+            out.pop("status", None)
+            out["metadata"].update({"uid": str(uuid.uuid4()), "creationTimestamp": now_iso(), "generation": 1})
+            h._send_json(201, out)
+            return
+        with server._lock:
+            if (ns, name) in server._jobs:  # lost a race with another request
+                h._fail(409, "AlreadyExists", f'{PLURAL}.{GROUP} "{name}" already exists',
+                        {"name": name, "group": GROUP, "kind": PLURAL})
+                return
+            stored = server._store_new(obj)
+        if fault and fault.action == "reset_after":
+            raise _Reset()
+        h._send_json(201, stored)
+
+    def delete(h: Any, ns: str, name: str, query: dict[str, str]) -> None:
+        with server._lock:
+            obj = server._jobs.get((ns, name))
+            if obj is None:
+                h._fail(404, "NotFound", f'{PLURAL}.{GROUP} "{name}" not found',
+                        {"name": name, "group": GROUP, "kind": PLURAL})
+                return
+            if server.delete_delay > 0:
+                if not obj["metadata"].get("deletionTimestamp"):
+                    obj["metadata"]["deletionTimestamp"] = now_iso()
+                    if query.get("propagationPolicy") == "Foreground":
+                        obj["metadata"]["finalizers"] = ["foregroundDeletion"]
+                    obj["metadata"]["resourceVersion"] = str(server._next_rv())
+                    server._emit("MODIFIED", obj)
+                    timer = threading.Timer(server.delete_delay, _finish_delete, args=(ns, name))
+                    timer.daemon = True
+                    timer.start()
+                out = copy.deepcopy(obj)
+            else:
+                out = _remove(ns, name)
+        h._send_json(200, out)
+
+    def _remove(ns: str, name: str) -> dict[str, Any]:
+        obj = server._jobs.pop((ns, name))
+        obj["metadata"]["resourceVersion"] = str(server._next_rv())
+        server._emit("DELETED", obj)
+        return copy.deepcopy(obj)
+
+    def _finish_delete(ns: str, name: str) -> None:
+        with server._lock:
+            if (ns, name) in server._jobs:
+                _remove(ns, name)
+
+    def watch_jobs(h: Any, ns: str, query: dict[str, str]) -> None:
+        rv_text = query.get("resourceVersion", "")
+        timeout = min(float(query.get("timeoutSeconds") or server.watch_timeout_cap), server.watch_timeout_cap)
+        deadline = time.monotonic() + timeout
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def chunk(obj: dict[str, Any]) -> None:
+            data = (json.dumps(obj) + "\n").encode()
+            h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            h.wfile.flush()
+
+        fsel = query.get("fieldSelector", "")
+        want = fsel.split("=", 1)[1] if fsel.startswith("metadata.name=") else None
+        with server._lock:
+            if rv_text in ("", "0"):
+                pending = [("ADDED", copy.deepcopy(o)) for o in _select_jobs(ns, query)]
+                cursor = server._rv
+            else:
+                cursor = int(rv_text)
+                if cursor < server._compacted_rv:
+                    pending = [("ERROR", status_obj(410, "Expired", f"too old resource version: {cursor} "
+                                                    f"({server._compacted_rv})"))]
+                    cursor = -1
+                else:
+                    pending = []
+        try:
+            while True:
+                for kind, obj in pending:
+                    chunk({"type": kind, "object": obj})
+                if cursor < 0:
+                    break
+                with server._lock:
+                    while True:
+                        fresh = [(rv, k, o) for rv, k, o in server._events if rv > cursor
+                                 and o["metadata"].get("namespace") == ns
+                                 and want in (None, o["metadata"]["name"])]
+                        if fresh or server._stopping or time.monotonic() >= deadline:
+                            break
+                        server._lock.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+                    if fresh:
+                        cursor = fresh[-1][0]
+                    elif server._events:
+                        cursor = max(cursor, server._events[-1][0])
+                pending = [(k, o) for _, k, o in fresh]
+                if not pending and (server._stopping or time.monotonic() >= deadline):
+                    break
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionError, OSError):
+            h.close_connection = True
+
+    def logs_route(h: Any, ns: str, name: str, query: dict[str, str]) -> None:
+        if forbidden(h, "get", "pods/log", "", ns, name):
+            return
+        with server._lock:
+            pod = server._pods.get((ns, name))
+        if pod is None:
+            h._fail(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            return
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        container = query.get("container") or names[0]
+        if container not in names:
+            h._fail(400, "BadRequest", f"container {container} is not valid for pod {name}")
+            return
+        follow = query.get("follow") in ("true", "1")
+        tail = int(query["tailLines"]) if query.get("tailLines") else None
+        with server._lock:
+            lines = list(server._logs[(ns, name)])
+        if tail is not None:
+            lines = lines[-tail:] if tail else []
+        if not follow:
+            data = "".join(line + "\n" for line in lines).encode()
+            h.send_response(200)
+            h.send_header("Content-Type", "text/plain")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        sent = len(server._logs[(ns, name)]) - len(lines)
+        try:
+            while True:
+                with server._lock:
+                    all_lines = server._logs[(ns, name)]
+                    new = all_lines[sent:]
+                    sent = len(all_lines)
+                    done = (ns, name) in server._log_done
+                    if not new and not done and not server._stopping:
+                        server._lock.wait(0.5)
+                        continue
+                for line in new:
+                    data = (line + "\n").encode()
+                    h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                h.wfile.flush()
+                if done or server._stopping:
+                    with server._lock:
+                        if len(server._logs[(ns, name)]) > sent:
+                            continue
+                    break
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionError, OSError):
+            h.close_connection = True
+
+    return Handler
+
+
+def _parse_selector(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.partition("=")
+        out[key.strip()] = value.lstrip("=").strip()
+    return out
+
+
+def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
