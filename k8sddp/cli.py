@@ -19,6 +19,10 @@ from .errors import K8sddpError
 
 #: Subcommand modules under ``k8sddp.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "submit",
+    "status",
+    "logs",
+    "delete",
 )
 
 

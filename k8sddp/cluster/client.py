@@ -375,14 +375,15 @@ class Cluster:
         if name:
             ns = body["metadata"].get("namespace") or self.namespace
             try:
-                self._with_namespace(ns).delete_job(name, propagation="Foreground")
+                self.with_namespace(ns).delete_job(name, propagation="Foreground")
             except ClusterError as exc:
                 if exc.status != 404:
                     raise
             self.wait_job_gone(name, namespace=ns, timeout=timeout)
         return self.create_job(body)
 
-    def _with_namespace(self, namespace: str) -> Cluster:
+    def with_namespace(self, namespace: str) -> Cluster:
+        """This connection, aimed at another namespace (shares the connection pool)."""
         if namespace == self.namespace:
             return self
         other = Cluster.__new__(Cluster)
