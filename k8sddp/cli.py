@@ -19,6 +19,8 @@ from .errors import K8sddpError
 
 #: Subcommand modules under ``k8sddp.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
+    "render",
+    "validate",
     "submit",
     "status",
     "logs",

@@ -45,7 +45,7 @@ def schemas_dir() -> Path:
     return _data_dir("schemas")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_schema(name: str) -> dict[str, Any]:
     """Load and cache the JSON Schema ``schemas/<name>``.
 

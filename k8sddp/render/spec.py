@@ -1,0 +1,136 @@
+"""Load a DDPJob spec: parse, apply ``--set`` overrides, check against ``schemas/ddpjob.schema.json``.
+
+Errors are :class:`k8sddp.errors.SpecError` with the file, line and JSON path of each problem.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import jsonschema_rs
+import yaml
+
+from ..errors import SpecError, UsageError
+from ..resources import load_schema
+from ..validate.rawfinding import json_path
+from ..validate.yamlio import Locator, load_documents
+
+__all__ = ["apply_sets", "check_spec", "load_spec"]
+
+_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+
+
+def _read(source: str) -> tuple[str, str]:
+    if source == "-":
+        import sys
+
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(source, encoding="utf-8") as fh:
+            return fh.read(), source
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text: {exc}", file=source) from exc
+
+
+def load_spec(source: str, *, sets: Iterable[str] = ()) -> dict[str, Any]:
+    """Read the spec at ``source`` (a path, or ``-`` for stdin), apply ``sets`` and check it.
+
+    Args:
+        source: file path or ``-``.
+        sets: ``PATH=VALUE`` overrides (``spec.nodes=4``; the value is read as a YAML scalar).
+
+    Returns:
+        The spec as a dict (defaults are applied later, by the model).
+
+    Raises:
+        UsageError: the file cannot be read, or a ``--set`` is malformed.
+        SpecError: not YAML, not one document, or not a valid DDPJob (every problem listed).
+    """
+    text, name = _read(source)
+    docs, problems = load_documents(text)
+    if problems:
+        p = problems[0]
+        raise SpecError(p.message, file=name, line=p.line)
+    docs = [d for d in docs if d.data is not None]
+    if len(docs) != 1:
+        raise SpecError(f"expected exactly one YAML document, found {len(docs)}", file=name)
+    spec = apply_sets(docs[0].data, sets)
+    check_spec(spec, file=name, locator=Locator(text), doc_index=docs[0].index)
+    return spec
+
+
+def _parse_path(path: str) -> list[str | int]:
+    parts: list[str | int] = []
+    pos = 0
+    for m in _SEGMENT.finditer(path):
+        if m.start() != pos and path[pos:m.start()] != ".":
+            raise UsageError(f"--set {path!r}: malformed path")
+        parts.append(int(m.group(2)) if m.group(2) is not None else m.group(1))
+        pos = m.end()
+    if not parts or pos != len(path):
+        raise UsageError(f"--set {path!r}: malformed path; expected e.g. spec.nodes or spec.env[0].value")
+    return parts
+
+
+def apply_sets(spec: Any, sets: Iterable[str]) -> Any:
+    """Return a copy of ``spec`` with each ``PATH=VALUE`` applied (missing maps are created).
+
+    Raises:
+        UsageError: no ``=``, a malformed path, or a path through a non-container.
+    """
+    spec = copy.deepcopy(spec)
+    for item in sets:
+        if "=" not in item:
+            raise UsageError(f"--set {item!r}: expected PATH=VALUE")
+        path, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            raise UsageError(f"--set {item!r}: value is not YAML: {exc}") from exc
+        parts = _parse_path(path.strip())
+        node = spec
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if isinstance(part, int):
+                if not isinstance(node, list) or part >= len(node):
+                    raise UsageError(f"--set {item!r}: {json_path(parts[: i + 1])} is not an existing list item")
+                if last:
+                    node[part] = value
+                else:
+                    node = node[part]
+            else:
+                if not isinstance(node, dict):
+                    raise UsageError(f"--set {item!r}: {json_path(parts[:i]) or '(top)'} is not a mapping")
+                if last:
+                    node[part] = value
+                else:
+                    node = node.setdefault(part, {})
+    return spec
+
+
+def check_spec(spec: Any, *, file: str = "<spec>", locator: Locator | None = None, doc_index: int = 0) -> None:
+    """Check ``spec`` against the DDPJob schema.
+
+    Raises:
+        SpecError: with every problem, one per line, each ``file:line: path: message``.
+    """
+    validator = jsonschema_rs.validator_for(load_schema("ddpjob.schema.json"))
+    errors = sorted(validator.iter_errors(spec), key=lambda e: [str(p) for p in e.instance_path])
+    if not errors:
+        return
+    lines = []
+    first_line = 0
+    for err in errors:
+        path = list(err.instance_path)
+        line = locator.locate(doc_index, path)[0] if locator else 0
+        first_line = first_line or line
+        lines.append(f"{file}{':' + str(line) if line else ''}: {json_path(path) or '(top)'}: {err.message}")
+    raise SpecError(
+        "not a valid DDPJob spec (schema schemas/ddpjob.schema.json):\n  " + "\n  ".join(lines),
+        file=None,
+    )

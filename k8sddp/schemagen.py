@@ -1,0 +1,369 @@
+"""Generate the JSON Schemas in ``schemas/`` from the PyTorchJob CRD and the rule catalogue.
+
+Regenerate (and commit the result) with::
+
+    python -m k8sddp.schemagen --crd ../shared/reference/kubeflow/kubeflow.org_pytorchjobs.yaml
+
+``tests/test_schemas.py`` fails when the committed files differ from what this module generates.
+
+Outputs:
+    ``pytorchjob.structure.json``  layer 1: the CRD's ``openAPIV3Schema`` (converted once: descriptions
+        dropped, unknown fields rejected where the API server would prune them, int-or-string kept as
+        ``anyOf``), ``metadata`` as the API server checks it, the operator webhook's rules and the enums
+        the CRD forgot. Each ``allOf`` branch carries ``x-k8sddp-rule`` with its catalogue id.
+    ``pytorchjob.baseline.json`` / ``pytorchjob.strict.json``  layer 2: the guardrail profiles. They
+        read the ``env`` of the ``pytorch`` container literally; k8sddp applies them to a copy of the
+        job whose ``env`` is the *effective* environment (``envFrom`` and ``valueFrom`` resolved as the
+        kubelet does), so other tools using them on raw manifests get the stricter, literal-only check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import guardvars as gv
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_BASE = "https://k8sddp.dev/schemas/"
+RULE_KEY = "x-k8sddp-rule"
+
+DEFAULT_CRD = Path(__file__).resolve().parent.parent.parent / "shared/reference/kubeflow/kubeflow.org_pytorchjobs.yaml"
+
+# Kubernetes apimachinery validation patterns (k8s.io/apimachinery/pkg/util/validation).
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+QUALIFIED_NAME = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
+
+RESTART_POLICIES = ["Always", "OnFailure", "Never", "ExitCode"]  # kubeflow common v1 RestartPolicy
+CLEAN_POD_POLICIES = ["All", "Running", "None"]  # kubeflow common v1 CleanPodPolicy
+
+
+# -- CRD conversion ------------------------------------------------------------------------------
+
+
+def convert_openapi(node: Any) -> Any:
+    """Convert a structural ``openAPIV3Schema`` node to JSON Schema 2020-12.
+
+    Drops ``description`` and the ``x-kubernetes-*`` extensions the validator does not use, turns
+    ``x-kubernetes-int-or-string`` into ``anyOf`` integer/string, keeps ``x-kubernetes-list-type``
+    and ``x-kubernetes-list-map-keys`` (read by the list-map check), and closes objects with
+    ``properties`` (the API server prunes unknown fields, or rejects them under strict field
+    validation: either way the setting is lost).
+    """
+    if isinstance(node, list):
+        return [convert_openapi(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in ("description", "x-kubernetes-map-type", "x-kubernetes-validations", "x-kubernetes-int-or-string"):
+            continue
+        if key == "properties":
+            out[key] = {k: convert_openapi(v) for k, v in value.items()}
+        elif key in ("items", "additionalProperties", "not") or key in ("anyOf", "allOf", "oneOf"):
+            out[key] = convert_openapi(value)
+        else:
+            out[key] = copy.deepcopy(value)
+    if node.get("x-kubernetes-int-or-string") and "anyOf" not in out:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    preserve = node.get("x-kubernetes-preserve-unknown-fields")
+    if "properties" in out and "additionalProperties" not in out and not preserve:
+        out["additionalProperties"] = False
+    out.pop("x-kubernetes-preserve-unknown-fields", None)
+    return out
+
+
+def crd_schema(crd_path: Path) -> dict[str, Any]:
+    """The converted ``openAPIV3Schema`` of the ``v1`` version of the PyTorchJob CRD at ``crd_path``.
+
+    Raises:
+        KeyError: the file is not the PyTorchJob CRD.
+    """
+    import yaml
+
+    with crd_path.open() as fh:
+        crd = yaml.safe_load(fh)
+    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    schema = convert_openapi(version["schema"]["openAPIV3Schema"])
+    # metadata is checked by its own rule (KDP102), as the API server checks ObjectMeta.
+    schema["properties"]["metadata"] = {"type": "object"}
+    # status is written by the operator; a manifest may carry a stale one (kubectl drops it).
+    schema["properties"]["status"] = {"type": "object"}
+    return schema
+
+
+# -- structure -----------------------------------------------------------------------------------
+
+
+def _replica(template_spec: dict[str, Any]) -> dict[str, Any]:
+    """A schema for every entry of ``spec.pytorchReplicaSpecs`` whose pod spec satisfies ``template_spec``."""
+    return {
+        "properties": {
+            "spec": {
+                "properties": {
+                    "pytorchReplicaSpecs": {
+                        "additionalProperties": {
+                            "properties": {"template": {"properties": {"spec": template_spec}}}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+
+def structure_schema(crd_path: Path) -> dict[str, Any]:
+    """Layer 1: everything the API server and the Kubeflow operator would refuse."""
+    metadata = {
+        RULE_KEY: "KDP102",
+        "required": ["metadata"],
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "anyOf": [{"required": ["name"]}, {"required": ["generateName"]}],
+                "properties": {
+                    "name": {"type": "string", "maxLength": 253, "pattern": DNS1123_SUBDOMAIN},
+                    "namespace": {"type": "string", "maxLength": 63, "pattern": DNS1123_LABEL},
+                    "labels": {
+                        "type": "object",
+                        "propertyNames": {"pattern": QUALIFIED_NAME},
+                        "additionalProperties": {"type": "string", "pattern": LABEL_VALUE},
+                    },
+                    "annotations": {
+                        "type": "object",
+                        "propertyNames": {"pattern": QUALIFIED_NAME},
+                        "additionalProperties": {"type": "string"},
+                    },
+                },
+            }
+        },
+    }
+    job_name = {
+        RULE_KEY: "KDP103",
+        "properties": {"metadata": {"properties": {"name": {"type": "string", "maxLength": 63, "pattern": DNS1035_LABEL}}}},
+    }
+    pytorch_container = {
+        RULE_KEY: "KDP104",
+        **_replica(
+            {
+                "required": ["containers"],
+                "properties": {
+                    "containers": {
+                        "minItems": 1,
+                        "contains": {"required": ["name"], "properties": {"name": {"const": "pytorch"}}},
+                        "items": {"required": ["image"], "properties": {"image": {"type": "string", "minLength": 1}}},
+                    }
+                },
+            }
+        ),
+    }
+    replica_specs = {
+        RULE_KEY: "KDP105",
+        "properties": {
+            "spec": {
+                "required": ["pytorchReplicaSpecs"],
+                "not": {
+                    "required": ["nprocPerNode", "elasticPolicy"],
+                    "properties": {"elasticPolicy": {"required": ["nProcPerNode"]}},
+                },
+                "if": {"required": ["elasticPolicy"]},
+                "then": {"properties": {"pytorchReplicaSpecs": {"required": ["Worker"]}}},
+                "properties": {
+                    "pytorchReplicaSpecs": {
+                        "type": "object",
+                        "minProperties": 1,
+                        "propertyNames": {"enum": ["Master", "Worker"]},
+                        "properties": {
+                            "Master": {"required": ["replicas"], "properties": {"replicas": {"const": 1}}},
+                            "Worker": {"properties": {"replicas": {"minimum": 1}}},
+                        },
+                    }
+                },
+            }
+        },
+    }
+    enums = {
+        RULE_KEY: "KDP107",
+        "properties": {
+            "spec": {
+                "properties": {
+                    "runPolicy": {"properties": {"cleanPodPolicy": {"enum": CLEAN_POD_POLICIES}}},
+                    "pytorchReplicaSpecs": {
+                        "additionalProperties": {"properties": {"restartPolicy": {"enum": RESTART_POLICIES}}}
+                    },
+                }
+            }
+        },
+    }
+    crd = {RULE_KEY: "KDP101", **crd_schema(crd_path)}
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": SCHEMA_BASE + "pytorchjob.structure.json",
+        "title": "Kubeflow PyTorchJob v1: structure (k8sddp layer 1)",
+        "description": "What the API server and the Kubeflow training operator accept. Generated by "
+        "`python -m k8sddp.schemagen`; each allOf branch names its k8sddp rule in x-k8sddp-rule.",
+        "allOf": [crd, metadata, job_name, pytorch_container, replica_specs, enums],
+    }
+
+
+# -- guardrails ----------------------------------------------------------------------------------
+
+
+def _env_has(name: str, value_schema: dict[str, Any]) -> dict[str, Any]:
+    return {"contains": {"required": ["name", "value"], "properties": {"name": {"const": name}, "value": value_schema}}}
+
+
+def _env_lacks(name: str) -> dict[str, Any]:
+    return {"not": {"contains": {"required": ["name"], "properties": {"name": {"const": name}}}}}
+
+
+def _pytorch_container(rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply ``rules`` (each an annotated schema of one container) to every ``pytorch`` container."""
+    return _replica(
+        {
+            "properties": {
+                "containers": {
+                    "items": {
+                        "if": {"required": ["name"], "properties": {"name": {"const": "pytorch"}}},
+                        "then": {"allOf": rules},
+                    }
+                }
+            }
+        }
+    )
+
+
+def _baseline_container_rules() -> list[dict[str, Any]]:
+    accepted = {"type": "string", "enum": list(gv.ASYNC_ERROR_HANDLING_ACCEPTED)}
+    return [
+        {
+            RULE_KEY: "KDP201",
+            "required": ["env"],
+            "properties": {
+                "env": {
+                    "anyOf": [
+                        _env_has(gv.ASYNC_ERROR_HANDLING, accepted),
+                        {"allOf": [_env_lacks(gv.ASYNC_ERROR_HANDLING), _env_has(gv.LEGACY_ASYNC_ERROR_HANDLING, accepted)]},
+                    ]
+                }
+            },
+        },
+        {
+            RULE_KEY: "KDP202",
+            "required": ["env"],
+            "properties": {"env": _env_has(gv.FAULTHANDLER, {"type": "string", "minLength": 1})},
+        },
+    ]
+
+
+def _strict_container_rules() -> list[dict[str, Any]]:
+    positive = {"type": "string", "pattern": r"^[1-9][0-9]*$"}
+    absolute = {"type": "string", "pattern": r"^/."}
+    return [
+        {RULE_KEY: "KDP301", "required": ["env"], "properties": {"env": _env_has(gv.PG_TIMEOUT, positive)}},
+        {RULE_KEY: "KDP302", "required": ["env"], "properties": {"env": _env_has(gv.WATCHDOG_TIMEOUT, positive)}},
+        {
+            RULE_KEY: "KDP303",
+            "required": ["env"],
+            "properties": {"env": _env_has(gv.MAX_HANG_RESTARTS, {"type": "string", "pattern": r"^[0-9]+$"})},
+        },
+        {RULE_KEY: "KDP304", "required": ["env"], "properties": {"env": _env_has(gv.FR_DUMP_TEMP_FILE, absolute)}},
+        {RULE_KEY: "KDP305", "required": ["env"], "properties": {"env": _env_has(gv.ARTIFACT_DIR, absolute)}},
+        {
+            RULE_KEY: "KDP306",
+            "properties": {
+                "env": {
+                    "not": {
+                        "contains": {
+                            "required": ["name", "value"],
+                            "properties": {"name": {"enum": list(gv.SAFETY_NETS)}, "value": {"pattern": r"^\s*0+\s*$"}},
+                        }
+                    }
+                }
+            },
+        },
+        {
+            RULE_KEY: "KDP307",
+            "required": ["volumeMounts"],
+            "properties": {
+                "volumeMounts": {"contains": {"required": ["mountPath"], "properties": {"mountPath": {"const": "/dev/shm"}}}}
+            },
+        },
+    ]
+
+
+def guard_schema(profile: str) -> dict[str, Any]:
+    """Layer 2 for ``profile`` (``baseline`` or ``strict``)."""
+    rules = _baseline_container_rules()
+    branches: list[dict[str, Any]] = []
+    if profile == "strict":
+        rules += _strict_container_rules()
+        branches.append(
+            {
+                RULE_KEY: "KDP308",
+                "properties": {
+                    "spec": {
+                        "required": ["runPolicy"],
+                        "properties": {
+                            "runPolicy": {
+                                "required": ["activeDeadlineSeconds"],
+                                "properties": {"activeDeadlineSeconds": {"type": "integer", "minimum": 1}},
+                            }
+                        },
+                    }
+                },
+            }
+        )
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "$id": SCHEMA_BASE + f"pytorchjob.{profile}.json",
+        "title": f"Kubeflow PyTorchJob v1: k8sddp guardrails, profile {profile}",
+        "description": "Checks the env of the container named pytorch in every replica literally. k8sddp "
+        "applies it to the effective env (envFrom/valueFrom resolved). Generated by `python -m k8sddp.schemagen`.",
+        "allOf": [_pytorch_container(rules), *branches],
+    }
+
+
+def generate(crd_path: Path) -> dict[str, dict[str, Any]]:
+    """All generated schemas, keyed by file name."""
+    return {
+        "pytorchjob.structure.json": structure_schema(crd_path),
+        "pytorchjob.baseline.json": guard_schema("baseline"),
+        "pytorchjob.strict.json": guard_schema("strict"),
+    }
+
+
+def dump(schema: dict[str, Any]) -> str:
+    """Serialise deterministically (sorted keys would scramble allOf order, so insertion order)."""
+    return json.dumps(schema, indent=1, ensure_ascii=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the generated schemas into ``--out`` (default: the repository's ``schemas/``)."""
+    parser = argparse.ArgumentParser(prog="python -m k8sddp.schemagen", description=__doc__.split("\n")[0])
+    parser.add_argument("--crd", type=Path, default=DEFAULT_CRD, help="the PyTorchJob CRD YAML")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "schemas")
+    args = parser.parse_args(argv)
+    if not args.crd.is_file():
+        print(f"schemagen: CRD not found: {args.crd}", file=sys.stderr)
+        return 2
+    from .atomic import write_text_atomic
+
+    for name, schema in generate(args.crd).items():
+        write_text_atomic(args.out / name, dump(schema))
+        print(f"wrote {args.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""Validate PyTorchJob manifests: structure (layer 1) and guardrail profiles (layer 2).
+
+Public API::
+
+    validate_paths(paths, *, profile="baseline", config=None, jobs=None) -> Report
+    validate_text(text, *, file="<stdin>", profile="baseline", config=None) -> Report
+    validate_objects(objects, *, file="<input>", profile="baseline", configmaps=(), namespace=None) -> Report
+    load_config(path) -> Config
+
+Rules: :mod:`k8sddp.catalogue`; schemas: ``schemas/pytorchjob.{structure,baseline,strict}.json``.
+"""
+
+from __future__ import annotations
+
+from ..findings import Report
+from .engine import check_profile, check_text, expand_paths, validate_objects, validate_paths
+from .exemptions import Config, load_config
+
+__all__ = ["Config", "expand_paths", "load_config", "validate_objects", "validate_paths", "validate_text"]
+
+
+def validate_text(text: str, *, file: str = "<stdin>", profile: str = "baseline", config: Config | None = None) -> Report:
+    """Validate one manifest text (YAML documents, or JSON when ``file`` ends in ``.json``).
+
+    Raises:
+        UsageError: unknown profile.
+    """
+    check_profile(profile)
+    return check_text(text, file=file, profile=profile, config=config)

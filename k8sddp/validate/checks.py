@@ -1,0 +1,461 @@
+"""The checks of one PyTorchJob: structure (layer 1) and the guardrail profiles (layer 2).
+
+Schema-expressible rules live in the generated JSON Schemas (``schemas/``, tagged with
+``x-k8sddp-rule``); the few that JSON Schema cannot express (cross-field and list-map checks)
+are code here, under the same rule ids. Messages are written here, from the catalogue's rule and
+the object's actual values, so they name the variable, the value found and the value expected.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema_rs
+
+from .. import guardvars as gv
+from ..resources import load_schema
+from ..schemagen import RULE_KEY
+from .envresolve import ConfigMapIndex, EnvValue, effective_env
+from .rawfinding import RawFinding
+
+__all__ = ["check_guardrails", "check_structure"]
+
+#: Kubernetes object names (Services included) are at most 63 characters (DNS-1035 label).
+SERVICE_NAME_MAX = 63
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+PERSISTENT_VOLUME_KINDS = ("persistentVolumeClaim", "nfs")
+_NPROC_FLAG = re.compile(r"^--nproc[-_]per[-_]node(?:=(.*))?$")
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    return jsonschema_rs.validator_for(load_schema(name))
+
+
+def _rule_of(schema: Any, schema_path: list[Any]) -> str:
+    """The innermost ``x-k8sddp-rule`` along ``schema_path``."""
+    rule = ""
+    node = schema
+    for part in schema_path:
+        if isinstance(node, Mapping):
+            rule = node.get(RULE_KEY, rule)
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            break
+    if isinstance(node, Mapping):
+        rule = node.get(RULE_KEY, rule)
+    return rule
+
+
+def _get(obj: Any, *path: Any) -> Any:
+    for part in path:
+        if isinstance(obj, Mapping):
+            obj = obj.get(part)
+        elif isinstance(obj, list) and isinstance(part, int) and part < len(obj):
+            obj = obj[part]
+        else:
+            return None
+    return obj
+
+
+def _replicas(job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    specs = _get(job, "spec", "pytorchReplicaSpecs")
+    if not isinstance(specs, Mapping):
+        return []
+    return [(str(k), v) for k, v in specs.items() if isinstance(v, Mapping)]
+
+
+def _pytorch_container(replica: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:
+    containers = _get(replica, "template", "spec", "containers")
+    if isinstance(containers, list):
+        for i, c in enumerate(containers):
+            if isinstance(c, Mapping) and c.get("name") == "pytorch":
+                return i, c
+    return None
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# -- structure ------------------------------------------------------------------------------------
+
+
+def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
+    if rule_id == "KDP101":
+        hint = ""
+        if "Additional properties" in raw:
+            hint = " (the API server prunes unknown fields silently, so the setting would be lost)"
+        elif "is not of type \"string\"" in raw and ("True" in raw or "False" in raw or raw[:1].isdigit()):
+            hint = " (YAML 1.1 reads yes/no/on/off/true and bare numbers as non-strings: quote the value)"
+        return f"not accepted by the PyTorchJob CRD: {_short(raw)}{hint}"
+    if rule_id == "KDP102":
+        return f"metadata the API server refuses: {_short(raw)}"
+    if rule_id == "KDP103":
+        return f"job name must be a DNS-1035 label (lower-case letters, digits, '-', starting with a letter): {_short(raw)}"
+    if rule_id == "KDP104":
+        return "every replica needs a container named \"pytorch\" with a non-empty image (the operator's webhook rejects the job)"
+    if rule_id == "KDP105":
+        return (
+            "replica specs the operator's webhook rejects (only Master and Worker; Master replicas exactly 1; "
+            f"Worker replicas at least 1; elasticPolicy needs Worker; not both nprocPerNode fields): {_short(raw)}"
+        )
+    if rule_id == "KDP107":
+        return f"unknown value: {_short(raw)}"
+    return _short(raw)
+
+
+def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
+    """Layer 1 for one PyTorchJob object.
+
+    Returns:
+        Findings of rules KDP101-KDP107, one per rule and path.
+    """
+    findings: list[RawFinding] = []
+    schema = load_schema("pytorchjob.structure.json")
+    validator = _validator("pytorchjob.structure.json")
+    if not validator.is_valid(job):
+        seen: set[tuple[str, tuple[Any, ...]]] = set()
+        for err in validator.iter_errors(job):
+            rule_id = _rule_of(schema, list(err.schema_path)) or "KDP101"
+            path = tuple(err.instance_path)
+            if (rule_id, path) in seen:
+                continue
+            seen.add((rule_id, path))
+            findings.append(RawFinding(rule_id, path, _structure_message(rule_id, path, err.message)))
+    findings += _check_service_names(job)
+    findings += _check_list_maps(job)
+    return findings
+
+
+def _check_service_names(job: Mapping[str, Any]) -> list[RawFinding]:
+    name = _get(job, "metadata", "name")
+    if not isinstance(name, str) or not name:
+        return []
+    longest = ""
+    for rtype, replica in _replicas(job):
+        count = replica.get("replicas", 1)
+        last = max((count if isinstance(count, int) else 1) - 1, 0)
+        service = f"{name}-{rtype.lower()}-{last}"
+        if len(service) > len(longest):
+            longest = service
+    if len(longest) > SERVICE_NAME_MAX:
+        return [
+            RawFinding(
+                "KDP103",
+                ("metadata", "name"),
+                f"job name {name!r} is too long: the operator's Service {longest!r} would have {len(longest)} "
+                f"characters, more than {SERVICE_NAME_MAX}; shorten the name by {len(longest) - SERVICE_NAME_MAX}",
+            )
+        ]
+    return []
+
+
+def _duplicates(items: Any, key: str) -> list[tuple[int, str]]:
+    if not isinstance(items, list):
+        return []
+    seen: set[str] = set()
+    dups = []
+    for i, item in enumerate(items):
+        value = item.get(key) if isinstance(item, Mapping) else None
+        if isinstance(value, str):
+            if value in seen:
+                dups.append((i, value))
+            seen.add(value)
+    return dups
+
+
+def _check_list_maps(job: Mapping[str, Any]) -> list[RawFinding]:
+    """KDP106: the CRD's list-maps keyed by name (containers, initContainers, env, ports...)."""
+    findings = []
+    for rtype, replica in _replicas(job):
+        pod = _get(replica, "template", "spec")
+        if not isinstance(pod, Mapping):
+            continue
+        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec")
+        for field in ("containers", "initContainers"):
+            containers = pod.get(field)
+            for i, name in _duplicates(containers, "name"):
+                findings.append(RawFinding("KDP106", (*base, field, i), f"two {field} are named {name!r}; the API server refuses duplicate names in this list-map"))
+            for ci, container in enumerate(containers if isinstance(containers, list) else []):
+                if not isinstance(container, Mapping):
+                    continue
+                for sub in ("env", "ports", "volumeMounts"):
+                    key = "mountPath" if sub == "volumeMounts" else ("containerPort" if sub == "ports" else "name")
+                    if sub == "ports":
+                        continue  # keyed by (containerPort, protocol): checked by the API server, not a guard concern
+                    for i, value in _duplicates(container.get(sub), key):
+                        findings.append(
+                            RawFinding(
+                                "KDP106",
+                                (*base, field, ci, sub, i),
+                                f"{sub} of container {container.get('name')!r} has {key} {value!r} twice; "
+                                "the API server refuses duplicates in this list-map",
+                            )
+                        )
+        for i, name in _duplicates(pod.get("volumes"), "name"):
+            findings.append(RawFinding("KDP106", (*base, "volumes", i), f"two volumes are named {name!r}"))
+    return findings
+
+
+# -- guardrails -----------------------------------------------------------------------------------
+
+_GUARD_NAMES = (
+    gv.ASYNC_ERROR_HANDLING,
+    gv.LEGACY_ASYNC_ERROR_HANDLING,
+    gv.FAULTHANDLER,
+    gv.PG_TIMEOUT,
+    gv.WATCHDOG_TIMEOUT,
+    gv.MAX_HANG_RESTARTS,
+    gv.FR_DUMP_TEMP_FILE,
+    gv.ARTIFACT_DIR,
+    *gv.SAFETY_NETS,
+)
+
+
+def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> dict[str, Any]:
+    """A shallow copy of ``job`` whose pytorch containers' ``env`` is the effective environment."""
+    view = dict(job)
+    spec = dict(view.get("spec") or {})
+    replicas = dict(spec.get("pytorchReplicaSpecs") or {})
+    for rtype, replica in _replicas(job):
+        found = _pytorch_container(replica)
+        if found is None or rtype not in envs:
+            continue
+        index, container = found
+        env = envs[rtype]
+        names = list(dict.keys(env)) + [n for n in _GUARD_NAMES if n not in dict.keys(env) and n in env]
+        entries = []
+        for name in names:
+            value = env.get(name)
+            if value is None:
+                continue
+            if value.value is None:
+                entries.append({"name": name, "x-k8sddp-unresolved": value.unresolved})
+            else:
+                entries.append({"name": name, "value": value.value})
+        new_container = {k: v for k, v in container.items() if k != "envFrom"}
+        new_container["env"] = entries
+        rep = dict(replica)
+        template = dict(rep.get("template") or {})
+        pod = dict(template.get("spec") or {})
+        containers = list(pod.get("containers") or [])
+        containers[index] = new_container
+        pod["containers"] = containers
+        template["spec"] = pod
+        rep["template"] = template
+        replicas[rtype] = rep
+    spec["pytorchReplicaSpecs"] = replicas
+    view["spec"] = spec
+    return view
+
+
+def _describe(name: str, value: EnvValue | None) -> str:
+    if value is None:
+        return f"{name} is not set"
+    if value.value is None:
+        return f"{name} cannot be verified: {value.unresolved}"
+    where = "" if value.source == "env" else f" (from {value.source})"
+    return f"{name} is {value.value!r}{where}"
+
+
+def _env_message(rule_id: str, rtype: str, env: dict[str, EnvValue]) -> str:
+    who = f"replica {rtype}, container pytorch: "
+    if rule_id == "KDP201":
+        current = env.get(gv.ASYNC_ERROR_HANDLING)
+        legacy = env.get(gv.LEGACY_ASYNC_ERROR_HANDLING)
+        if current is None and legacy is not None:
+            state = _describe(gv.LEGACY_ASYNC_ERROR_HANDLING, legacy) + f" and {gv.ASYNC_ERROR_HANDLING} is not set"
+        else:
+            state = _describe(gv.ASYNC_ERROR_HANDLING, current)
+        return (
+            f"{who}{state}; expected {gv.ASYNC_ERROR_HANDLING}=\"{gv.ASYNC_ERROR_HANDLING_VALUE}\" (\"1\" accepted; "
+            f"{gv.LEGACY_ASYNC_ERROR_HANDLING}=\"1\" only for torch < 2.2)"
+        )
+    if rule_id == "KDP202":
+        return f"{who}{_describe(gv.FAULTHANDLER, env.get(gv.FAULTHANDLER))}; expected {gv.FAULTHANDLER}=\"1\" (any non-empty value)"
+    expect = {
+        "KDP301": (gv.PG_TIMEOUT, f"a positive number of seconds, e.g. \"{gv.DEFAULT_PG_TIMEOUT_SECONDS}\""),
+        "KDP302": (gv.WATCHDOG_TIMEOUT, f"a positive number of seconds, e.g. \"{gv.DEFAULT_WATCHDOG_TIMEOUT_SECONDS}\""),
+        "KDP303": (gv.MAX_HANG_RESTARTS, f"a whole number, e.g. \"{gv.DEFAULT_MAX_HANG_RESTARTS}\""),
+        "KDP304": (gv.FR_DUMP_TEMP_FILE, "an absolute path on the checkpoint volume, e.g. \"/ckpt/k8sddp/fr/rank-\""),
+        "KDP305": (gv.ARTIFACT_DIR, "an absolute path on the checkpoint volume, e.g. \"/ckpt/k8sddp\""),
+    }
+    if rule_id in expect:
+        name, what = expect[rule_id]
+        return f"{who}{_describe(name, env.get(name))}; expected {what}"
+    if rule_id == "KDP306":
+        off = [n for n in gv.SAFETY_NETS if (v := env.get(n)) is not None and v.value is not None and v.value.strip().strip("0") == "" and v.value.strip()]
+        return f"{who}{', '.join(off) or 'a safety net'} switched off (\"0\"); remove the variable or leave its default"
+    if rule_id == "KDP307":
+        return f"{who}no volume mounted at /dev/shm; mount an emptyDir with medium: Memory there (DataLoader workers die with bus errors on the 64 MiB default)"
+    return ""
+
+
+def check_guardrails(
+    job: Mapping[str, Any], profile: str, cms: ConfigMapIndex, namespace: str | None = None
+) -> list[RawFinding]:
+    """Layer 2 for one PyTorchJob object under ``profile`` (``baseline`` or ``strict``).
+
+    Args:
+        job: the PyTorchJob (it should pass layer 1; missing parts are skipped, not crashed on).
+        profile: ``baseline`` or ``strict``.
+        cms: the ConfigMaps the input holds, for ``envFrom`` / ``valueFrom``.
+        namespace: the job's namespace (``None``: the one it will be applied to).
+
+    Returns:
+        Findings of KDP2xx (and KDP3xx under strict).
+    """
+    envs: dict[str, dict[str, EnvValue]] = {}
+    container_index: dict[str, int] = {}
+    for rtype, replica in _replicas(job):
+        found = _pytorch_container(replica)
+        if found is not None:
+            container_index[rtype] = found[0]
+            envs[rtype] = effective_env(found[1], namespace, cms)
+    view = _resolved_view(job, envs)
+    name = f"pytorchjob.{profile}.json"
+    validator = _validator(name)
+    findings: list[RawFinding] = []
+    if not validator.is_valid(view):
+        schema = load_schema(name)
+        seen: set[tuple[str, str]] = set()
+        for err in validator.iter_errors(view):
+            rule_id = _rule_of(schema, list(err.schema_path))
+            ipath = list(err.instance_path)
+            if len(ipath) >= 7 and ipath[:2] == ["spec", "pytorchReplicaSpecs"] and ipath[5] == "containers":
+                rtype = str(ipath[2])
+                if (rule_id, rtype) in seen:
+                    continue
+                seen.add((rule_id, rtype))
+                base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
+                container = _get(job, *base)
+                field = "volumeMounts" if rule_id == "KDP307" else "env"
+                path = (*base, field) if isinstance(container, Mapping) and field in container else base
+                findings.append(RawFinding(rule_id, path, _env_message(rule_id, rtype, envs[rtype])))
+            elif rule_id == "KDP308":
+                if (rule_id, "") in seen:
+                    continue
+                seen.add((rule_id, ""))
+                findings.append(
+                    RawFinding(
+                        "KDP308",
+                        ("spec", "runPolicy") if _get(job, "spec", "runPolicy") is not None else ("spec",),
+                        "spec.runPolicy.activeDeadlineSeconds is not set (or not a positive integer); under "
+                        "restartPolicy ExitCode a deadline is the only bound on recreated pods",
+                    )
+                )
+    if profile == "strict":
+        findings += _check_volumes(job, envs, container_index, seen={(f.rule_id, str(f.path[2])) for f in findings if len(f.path) > 2})
+        findings += _check_sizes(job, container_index)
+    return findings
+
+
+def _pod_volume(pod: Mapping[str, Any], name: Any) -> Mapping[str, Any] | None:
+    for vol in pod.get("volumes") or []:
+        if isinstance(vol, Mapping) and vol.get("name") == name:
+            return vol
+    return None
+
+
+def _check_volumes(
+    job: Mapping[str, Any],
+    envs: dict[str, dict[str, EnvValue]],
+    container_index: dict[str, int],
+    seen: set[tuple[str, str]],
+) -> list[RawFinding]:
+    """KDP304/KDP305 (paths on a persistent volume) and KDP307 (memory-backed /dev/shm)."""
+    findings = []
+    for rtype, replica in _replicas(job):
+        if rtype not in container_index:
+            continue
+        pod = _get(replica, "template", "spec") or {}
+        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
+        container = _get(job, *base) or {}
+        mounts = [m for m in container.get("volumeMounts") or [] if isinstance(m, Mapping)]
+        for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
+            value = envs[rtype].get(var)
+            if (rule_id, rtype) in seen or value is None or not value.value:
+                continue
+            persistent = False
+            for m in mounts:
+                mount_path = str(m.get("mountPath", "")).rstrip("/")
+                if mount_path and (value.value == mount_path or value.value.startswith(mount_path + "/")):
+                    vol = _pod_volume(pod, m.get("name"))
+                    persistent = bool(vol) and any(k in vol for k in PERSISTENT_VOLUME_KINDS)  # type: ignore[operator]
+                    if persistent:
+                        break
+            if not persistent:
+                findings.append(
+                    RawFinding(
+                        rule_id,
+                        (*base, "env"),
+                        f"replica {rtype}, container pytorch: {var}={value.value!r} is not on a persistent volume "
+                        f"(no volumeMount of a persistentVolumeClaim or nfs volume contains it); it would die with the pod",
+                    )
+                )
+        if ("KDP307", rtype) not in seen:
+            shm = [m for m in mounts if str(m.get("mountPath", "")).rstrip("/") == "/dev/shm"]
+            vol = _pod_volume(pod, shm[0].get("name")) if shm else None
+            medium = _get(vol, "emptyDir", "medium") if vol else None
+            if shm and medium != "Memory":
+                findings.append(
+                    RawFinding(
+                        "KDP307",
+                        (*base, "volumeMounts"),
+                        f"replica {rtype}, container pytorch: /dev/shm is mounted from volume {shm[0].get('name')!r}, "
+                        "which is not an emptyDir with medium: Memory",
+                    )
+                )
+    return findings
+
+
+def _nproc_from_args(container: Mapping[str, Any]) -> str | None:
+    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    for i, arg in enumerate(argv):
+        for token in arg.split():
+            m = _NPROC_FLAG.match(token)
+            if m:
+                if m.group(1) is not None:
+                    return m.group(1)
+                rest = arg.split()
+                j = rest.index(token)
+                if j + 1 < len(rest):
+                    return rest[j + 1]
+                if i + 1 < len(argv):
+                    return argv[i + 1].split()[0] if argv[i + 1].split() else None
+    return None
+
+
+def _check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> list[RawFinding]:
+    """KDP309: nprocPerNode, --nproc-per-node and the GPU limit agree."""
+    findings = []
+    nproc = _get(job, "spec", "nprocPerNode") or _get(job, "spec", "elasticPolicy", "nProcPerNode")
+    declared = str(nproc) if nproc is not None else None
+    for rtype, _replica in _replicas(job):
+        if rtype not in container_index:
+            continue
+        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
+        container = _get(job, *base) or {}
+        limits = _get(container, "resources", "limits") or {}
+        gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, Mapping) and k in limits), None)
+        flag = _nproc_from_args(container)
+        facts = {"nprocPerNode": declared, "--nproc-per-node": flag, "GPU limit": gpus}
+        numeric = {k: v for k, v in facts.items() if v is not None and v.isdigit() and not (k == "GPU limit" and v == "0")}
+        if declared == "gpu" and gpus is None:
+            findings.append(RawFinding("KDP309", base, f"replica {rtype}: nprocPerNode is \"gpu\" but the pytorch container has no GPU limit"))
+        if len(set(numeric.values())) > 1:
+            said = ", ".join(f"{k} {v}" for k, v in numeric.items())
+            findings.append(
+                RawFinding(
+                    "KDP309",
+                    (*base, "resources") if "resources" in container else base,
+                    f"replica {rtype}: process counts disagree ({said}); they must be equal, one process per GPU",
+                )
+            )
+    return findings

@@ -1,0 +1,14 @@
+"""Generated documentation stays in step with the rule catalogue."""
+
+from k8sddp.catalogue import RULES
+from k8sddp.docgen import DOC, render_rules_md
+
+
+def test_rules_doc_is_current():
+    assert DOC.read_text() == render_rules_md(), "run: python -m k8sddp.docgen"
+
+
+def test_every_rule_is_documented():
+    text = DOC.read_text()
+    for rule_id in RULES:
+        assert f"| {rule_id} |" in text
