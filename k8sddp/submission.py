@@ -104,10 +104,7 @@ def load_inputs(paths: Sequence[str], *, sets: Sequence[str] = (), profile: str 
             report = validate_text(text, file=name, profile=profile)
             raise ValidationError(f"{name} is not valid YAML", report.findings) from None
         if any(_is_spec(d) for d in docs):
-            from .render import load_spec, render_spec
-
-            spec = load_spec(text)
-            docs = list(render_spec(spec, sets=tuple(sets)).objects)
+            docs = _render(path, text, sets)
         elif sets:
             raise UsageError(f"{name}: --set applies to DDPJob specs, and this is a manifest")
         for doc in docs:
@@ -126,6 +123,29 @@ def load_inputs(paths: Sequence[str], *, sets: Sequence[str] = (), profile: str 
     if not jobs:
         raise UsageError("no PyTorchJob in the input: give a DDPJob spec or a rendered PyTorchJob manifest")
     return Submission(jobs=jobs, configmaps=configmaps, other=other, sources=sources)
+
+
+def _render(path: str, text: str, sets: Sequence[str]) -> list[Any]:
+    """Render a DDPJob spec (from ``path``; standard input's text goes through a temporary file,
+    since it has been read already).
+
+    Raises:
+        UsageError, SpecError: as :func:`k8sddp.render.load_spec` and ``render_spec``.
+    """
+    import os
+    import tempfile
+
+    from .render import load_spec, render_spec
+
+    if path != "-":
+        return [dict(o) for o in render_spec(load_spec(path, sets=tuple(sets))).objects]
+    fd, tmp = tempfile.mkstemp(suffix=".yaml", prefix="k8sddp-spec-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return [dict(o) for o in render_spec(load_spec(tmp, sets=tuple(sets))).objects]
+    finally:
+        os.unlink(tmp)
 
 
 Validator = Callable[..., Report]
@@ -168,8 +188,10 @@ def validate_submission(
     sub.report = report
     failing = report.failing()
     if failing:
-        raise ValidationError(
+        exc = ValidationError(
             f"refused by the guardrails ({profile} profile): {len(failing)} finding(s); nothing was submitted",
             report.findings,
         )
+        exc.report = report  # type: ignore[attr-defined]
+        raise exc
     return report

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         ClusterError: not found (404), forbidden, unreachable, or still there after ``--timeout``.
     """
-    from ..cluster.client import RESOURCE
+    from ..cluster.client import GROUP
     from ._clusterflags import connect
 
     name = require_name(args.name)
@@ -37,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
     cluster.delete_job(name, propagation="Foreground" if args.wait else "Background")
     if args.wait:
         cluster.wait_job_gone(name, timeout=args.timeout)
-    sys.stdout.write(f'{RESOURCE.split(".", 1)[0][:-1]}.{RESOURCE.split(".", 1)[1]} "{name}" deleted\n')
+    sys.stdout.write(f'pytorchjob.{GROUP} "{name}" deleted\n')
     return 0

@@ -50,8 +50,9 @@ def _print_findings(exc: ValidationError) -> None:
     from ..findings import Report
     from ..reporters import render
 
-    if exc.findings:
-        sys.stderr.write(render(Report(findings=list(exc.findings)), "text", tool="submit"))
+    report = getattr(exc, "report", None) or Report(findings=list(exc.findings))
+    if report.findings:
+        sys.stderr.write(render(report, "text", tool="validate"))
 
 
 def run(args: argparse.Namespace) -> int:

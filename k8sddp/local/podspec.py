@@ -241,6 +241,20 @@ def _operator_env(job: dict[str, Any], rtype: str, index: int, *, master_port: i
     return out
 
 
+def _localize_argv(argv: list[str]) -> list[str]:
+    """Run the image's Python tools from the current environment: ``python``/``python3`` ->
+    ``sys.executable``; ``k8sddp`` -> ``python -m k8sddp``; ``torchrun`` -> ``python -m
+    torch.distributed.run`` (what the ``torchrun`` script runs)."""
+    head = argv[0]
+    if re.fullmatch(r"python(3(\.\d+)?)?", head):
+        return [sys.executable, *argv[1:]]
+    if head == "k8sddp":
+        return [sys.executable, "-m", "k8sddp", *argv[1:]]
+    if head == "torchrun":
+        return [sys.executable, "-m", "torch.distributed.run", *argv[1:]]
+    return argv
+
+
 def build_pods(job: dict[str, Any], *, configmaps: list[dict[str, Any]], local_dir: Path,
                master_port: int, rdzv_port: int) -> list[PodPlan]:
     """Every pod of ``job``, Master first.
@@ -256,6 +270,9 @@ def build_pods(job: dict[str, Any], *, configmaps: list[dict[str, Any]], local_d
     bindir = str(Path(sys.executable).parent)
     base = {k: v for k, v in os.environ.items() if not _SCRUB.match(k)}
     base["PATH"] = bindir + os.pathsep + base.get("PATH", "")
+    # the k8sddp being run must be the one the pods import (a source checkout included)
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, base.get("PYTHONPATH", "")) if p)
     pods: list[PodPlan] = []
     for rtype in sorted(replicas, key=lambda r: (r != "Master", r)):
         rspec = replicas[rtype] or {}
@@ -278,8 +295,7 @@ def build_pods(job: dict[str, Any], *, configmaps: list[dict[str, Any]], local_d
             env = {k: map_paths(v, mapping) for k, v in env.items()}
             argv = [map_paths(expand(str(a), env), mapping)
                     for a in list(container.get("command") or []) + list(container.get("args") or [])]
-            if re.fullmatch(r"python(3(\.\d+)?)?", argv[0]):
-                argv[0] = sys.executable
+            argv = _localize_argv(argv)
             pods.append(PodPlan(
                 name=pod, replica_type=rtype, index=index, argv=argv, env={**base, **env}, pod_env=env,
                 restart_policy=str(rspec.get("restartPolicy") or "OnFailure"),
