@@ -181,7 +181,7 @@ def validate_submission(
     report = Report()
     cms = list(sub.configmaps) + list(extra_configmaps)
     by_file: dict[str, list[dict[str, Any]]] = {}
-    for job, src in zip(sub.jobs, sub.sources):
+    for job, src in zip(sub.jobs, sub.sources, strict=True):
         by_file.setdefault(src, []).append(job)
     for src, jobs in by_file.items():
         report.merge(validator(jobs, file=src, profile=profile, configmaps=cms, namespace=namespace))

@@ -80,8 +80,9 @@ class Cluster:
         self.namespace = namespace
         self.server = str(api_client.configuration.host)
         self.policy = policy or RetryPolicy.from_env()
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
+        # typed Any: the generated API returns `object` for custom resources and raw responses
+        self.custom: Any = client.CustomObjectsApi(api_client)
+        self.core: Any = client.CoreV1Api(api_client)
 
     # -- construction ---------------------------------------------------------------------------
     @classmethod
@@ -202,15 +203,19 @@ class Cluster:
     def _diagnose(self, exc: BaseException, call: Call, attempts: int) -> ClusterError:
         """Like :func:`translate`, and tell a missing CRD from a missing object on 404."""
         st = parse_status(exc)
-        if st.code == 404 and call.resource == RESOURCE and not st.details.get("name"):
-            if not self.crd_installed():
-                return ClusterError(
-                    f"the API server at {self.server} does not serve {RESOURCE} ({GROUP}/{VERSION}): "
-                    "the Kubeflow training operator (which installs the PyTorchJob CRD) is needed "
-                    "on this cluster; see docs/cluster.md",
-                    status=404,
-                    reason="NotFound",
-                )
+        if (
+            st.code == 404
+            and call.resource == RESOURCE
+            and not st.details.get("name")
+            and not self.crd_installed()
+        ):
+            return ClusterError(
+                f"the API server at {self.server} does not serve {RESOURCE} ({GROUP}/{VERSION}): "
+                "the Kubeflow training operator (which installs the PyTorchJob CRD) is needed "
+                "on this cluster; see docs/cluster.md",
+                status=404,
+                reason="NotFound",
+            )
         return translate(exc, call, attempts=attempts)
 
     def crd_installed(self) -> bool:

@@ -134,10 +134,10 @@ def _show(
     cluster: Cluster, obj: dict[str, Any], progress: Progress, show_pods: bool, before: JobState | None
 ) -> JobState:
     state = job_state(obj)
-    if before is None or (state.condition, state.reason) != (before.condition, before.reason):
-        if not state.final:
-            extra = f": {state.message}" if state.message else ""
-            progress.event(f"{state.name}: {state.condition}" + (f" ({state.reason})" if state.reason else "") + extra)
+    changed = before is None or (state.condition, state.reason) != (before.condition, before.reason)
+    if changed and not state.final:
+        extra = f": {state.message}" if state.message else ""
+        progress.event(f"{state.name}: {state.condition}" + (f" ({state.reason})" if state.reason else "") + extra)
     pods = None
     if show_pods and not state.final:
         try:

@@ -151,7 +151,7 @@ def map_paths(text: str, mapping: list[tuple[str, str]]) -> str:
     ``--dir=/ckpt/x``) to its local folder; ``/ckptx`` is left alone."""
     for mount, local in mapping:
         pattern = re.compile(r"(?<![\w.\-/])" + re.escape(mount) + r"(?=/|$|[^\w.\-])")
-        text = pattern.sub(lambda _m, local=local: local, text)
+        text = pattern.sub(local.replace("\\", "\\\\"), text)
     return text
 
 

@@ -18,6 +18,7 @@ whatever ``cleanPodPolicy`` says.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -231,10 +232,8 @@ class LocalJob:
         try:
             proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
         self._reap(pod)
 
@@ -244,10 +243,8 @@ class LocalJob:
             pod.reader = None
         # the rest of the process group (e.g. torchrun's workers) goes with its leader
         if pod.proc is not None:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pod.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     # -- policy ----------------------------------------------------------------------------------
     def _fail(self, reason_message: tuple[str, str]) -> None:
@@ -314,12 +311,12 @@ class LocalJob:
             self._set_condition("Succeeded", *self.msg.succeeded())
 
     def _check_running(self) -> None:
-        if all(p.phase in ("Running", "Succeeded") for p in self.pods) or (
-            not any(c["type"] == "Running" for c in self.conditions)
-            and any(p.phase == "Running" and (p.plan.replica_type == "Master" or not self.has_master) for p in self.pods)
-        ):
-            if any(p.phase == "Running" for p in self.pods):
-                self._set_condition("Running", *self.msg.running())
+        all_up = all(p.phase in ("Running", "Succeeded") for p in self.pods)
+        first = not any(c["type"] == "Running" for c in self.conditions) and any(
+            p.phase == "Running" and (p.plan.replica_type == "Master" or not self.has_master) for p in self.pods
+        )
+        if (all_up or first) and any(p.phase == "Running" for p in self.pods):
+            self._set_condition("Running", *self.msg.running())
 
     # -- main loop -------------------------------------------------------------------------------
     def run(self) -> JobState:
@@ -385,10 +382,8 @@ class LocalJob:
         end = time.monotonic() + settle
         for pod in self.pods:
             if pod.proc is not None and pod.proc.poll() is None and settle > 0:
-                try:
+                with contextlib.suppress(subprocess.TimeoutExpired):
                     pod.proc.wait(timeout=max(0.0, end - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    pass
         threads = [threading.Thread(target=self._stop, args=(p,), kwargs={"grace": grace}) for p in self.pods]
         for t in threads:
             t.start()

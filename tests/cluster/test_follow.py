@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.fakeapi import Fault, FakeApiServer
+from tests.cluster.fakeapi import FakeApiServer, Fault
 
 LABELS = "training.kubeflow.org"
 

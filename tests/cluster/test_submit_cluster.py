@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.cluster.conftest import rendered_demo
-from tests.cluster.fakeapi import CRD_PATH, Fault, FakeApiServer
+from tests.cluster.fakeapi import CRD_PATH, FakeApiServer, Fault
 
 
 def run_submit(cli, kubeconfig: Path, *args: str):
