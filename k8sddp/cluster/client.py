@@ -27,13 +27,13 @@ from .apierrors import Call, parse_status, translate
 from .retry import RetryPolicy, call_with_retries
 
 __all__ = [
+    "Cluster",
     "GROUP",
     "KIND",
     "PLURAL",
     "RESOURCE",
     "SUBMISSION_ANNOTATION",
     "VERSION",
-    "Cluster",
 ]
 
 GROUP = "kubeflow.org"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["Action", "Messages", "decide", "exit_code", "kubelet_backoff", "POLICIES"]
+__all__ = ["POLICIES", "Action", "Messages", "decide", "exit_code", "kubelet_backoff"]
 
 POLICIES = ("OnFailure", "ExitCode", "Never", "Always")
 
@@ -78,30 +78,39 @@ class Messages:
         self.name = name
 
     def created(self) -> tuple[str, str]:
+        """Condition Created: ``PyTorchJobCreated``."""
         return "PyTorchJobCreated", f"PyTorchJob {self.name} is created."
 
     def running(self) -> tuple[str, str]:
+        """Condition Running: the Master (or, without one, a Worker) runs."""
         return "PyTorchJobRunning", f"PyTorchJob {self.name} is running."
 
     def restarting(self, rtype: str) -> tuple[str, str]:
+        """Condition Restarting: a pod of ``rtype`` is recreated (ExitCode, code >= 128)."""
         return "PyTorchJobRestarting", f"job {self.name} is restarting because {rtype} replica(s) failed."
 
     def failed_exit_code(self, rtype: str) -> tuple[str, str]:
+        """Condition Failed: a pod of ``rtype`` exited 1-127 under ExitCode."""
         return "PyTorchJobFailed", f'job "{self.name}" is failing because "{rtype}" replica(s) failed.'
 
     def failed_never(self, failed: int, rtype: str) -> tuple[str, str]:
+        """Condition Failed: ``failed`` pods of ``rtype`` failed under Never."""
         return "PyTorchJobFailed", f"PyTorchJob {self.name} is failed because {failed} {rtype} replica(s) failed."
 
     def succeeded(self) -> tuple[str, str]:
+        """Condition Succeeded: the Master (or every Worker) succeeded."""
         return "PyTorchJobSucceeded", f"PyTorchJob {self.name} is successfully completed."
 
     def backoff_limit(self) -> tuple[str, str]:
+        """Condition Failed: the restarts reached ``backoffLimit``."""
         return "PyTorchJobFailed", f"Job {self.name} has failed because it has reached the specified backoff limit"
 
     def deadline(self) -> tuple[str, str]:
+        """Condition Failed: ``activeDeadlineSeconds`` passed."""
         return "PyTorchJobFailed", f"Job {self.name} has failed because it was active longer than specified deadline"
 
     def local_cap(self, cap: int) -> tuple[str, str]:
+        """Condition Failed: the local runner's own restart cap (``--max-restarts``)."""
         return "LocalRestartCapReached", (
             f"local run of {self.name} stopped after {cap} pod restarts (--max-restarts; the operator has no such cap)"
         )

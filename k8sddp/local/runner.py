@@ -167,6 +167,7 @@ class LocalJob:
         os.replace(tmp, self.dir / "status.json")
 
     def state(self) -> JobState:
+        """The job's current :class:`JobState`."""
         return job_state(self.as_object())
 
     def _pod_lines(self) -> list[str]:
