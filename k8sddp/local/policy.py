@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["POLICIES", "Action", "Messages", "decide", "exit_code", "kubelet_backoff"]
+__all__ = ["Action", "Messages", "POLICIES", "decide", "exit_code", "kubelet_backoff"]
 
 POLICIES = ("OnFailure", "ExitCode", "Never", "Always")
 
