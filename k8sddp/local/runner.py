@@ -239,13 +239,14 @@ class LocalJob:
         self._reap(pod)
 
     def _reap(self, pod: _Pod) -> None:
-        if pod.reader is not None:
-            pod.reader.join(timeout=5)
-            pod.reader = None
-        # the rest of the process group (e.g. torchrun's workers) goes with its leader
+        # As when a container's main process ends: the rest of its processes (e.g. torchrun's
+        # workers) are killed with it; then the output pipe closes and the reader finishes.
         if pod.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pod.proc.pid, signal.SIGKILL)
+        if pod.reader is not None:
+            pod.reader.join(timeout=5)
+            pod.reader = None
 
     # -- policy ----------------------------------------------------------------------------------
     def _fail(self, reason_message: tuple[str, str]) -> None:
@@ -331,6 +332,17 @@ class LocalJob:
             WaitTimeoutError: ``timeout`` passed (exit 5); every pod is stopped first.
         """
         start = time.monotonic()
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            # SIGTERM to k8sddp stops the pods too (they run in sessions of their own)
+            previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            return self._run(start)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _run(self, start: float) -> JobState:
         self._set_condition("Created", *self.msg.created())
         for pod in self.pods:
             pod.start_at = start
@@ -393,6 +405,10 @@ class LocalJob:
         for pod in self.pods:
             if pod.proc is not None:
                 self._reap(pod)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def run_jobs(jobs: list[dict[str, Any]], *, configmaps: list[dict[str, Any]], options: LocalOptions) -> int:

@@ -79,7 +79,9 @@ class Fault:
         method: HTTP method to match (``POST``), or ``*``.
         path: regular expression searched in the request path.
         action: ``reset_before`` (RST without applying), ``reset_after`` (apply, then RST without
-            answering), or ``status`` (answer ``status`` with ``retry_after``).
+            answering), ``status`` (answer ``status`` with ``retry_after``, nothing applied), or
+            ``status_after`` (apply a create, then answer ``status``: a gateway timeout that hid
+            a success).
         status: HTTP status for ``status``.
         retry_after: ``Retry-After`` seconds for ``status`` (None: no header).
         times: how many matching requests it hits.
@@ -578,6 +580,9 @@ def _make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             stored = server._store_new(obj)
         if fault and fault.action == "reset_after":
             raise _Reset()
+        if fault and fault.action == "status_after":
+            h._fail(fault.status, "Timeout", "the server was unable to return a response in the time allotted")
+            return
         h._send_json(201, stored)
 
     def delete(h: Any, ns: str, name: str, query: dict[str, str]) -> None:

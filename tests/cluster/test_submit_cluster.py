@@ -61,9 +61,9 @@ def test_strict_field_validation_reports_the_unknown_field(api: FakeApiServer, k
     assert 'unknown field "spec.pytorchReplicaSpecs.Worker.restartPolicyy"' in str(err.value)
 
 
-@pytest.mark.parametrize("action", ["reset_after", "reset_before"])
+@pytest.mark.parametrize("action", ["reset_after", "reset_before", "status_after"])
 def test_connection_reset_never_duplicates(cli, api: FakeApiServer, kubeconfig: Path, manifest: Path, action: str) -> None:
-    api.faults.append(Fault("POST", "/pytorchjobs$", action))
+    api.faults.append(Fault("POST", "/pytorchjobs$", action, status=504))
     res = run_submit(cli, kubeconfig, "-o", "json", str(manifest))
     assert res.code == 0, res.err
     assert api.count("POST", "/pytorchjobs") == 2

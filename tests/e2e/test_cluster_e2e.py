@@ -98,6 +98,6 @@ def test_final_exit_code_fails_the_job(cli, namespace: str, tmp_path: Path) -> N
     assert "Failed" in res.err
 
 
-def test_forbidden_and_missing_job(cli, namespace: str) -> None:
+def test_missing_job_is_a_cluster_error(cli, namespace: str) -> None:
     res = k(cli, "status", "nope", "-n", namespace)
     assert res.code == 3 and "not found" in res.err
