@@ -22,7 +22,7 @@ def _dataset() -> torch.utils.data.Dataset[Any]:
     return torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
 
 
-def _task(stall: str) -> Task:
+def _task(stall: str, checkpoint_every: int = 1) -> Task:
     seen: dict[str, bool] = {}
 
     def on_step_end(ctx: Any) -> None:
@@ -45,7 +45,7 @@ def _task(stall: str) -> Task:
         loss=lambda model, batch: torch.nn.functional.mse_loss(model(batch[0]), batch[1]),
         epochs=1,
         batch_size=8,
-        checkpoint_every=1,
+        checkpoint_every=checkpoint_every,
         on_step_end=on_step_end,
     )
 
@@ -61,5 +61,6 @@ def stall_once() -> Task:
 
 
 def stall_always() -> Task:
-    """Rank 0 stalls at step 3 every time: a deterministic hang."""
-    return _task("always")
+    """Rank 0 stalls at step 3 every time, before any checkpoint (only at the epoch's end): each
+    attempt starts over and stalls at the same place without progress, a deterministic hang."""
+    return _task("always", checkpoint_every=0)

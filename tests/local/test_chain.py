@@ -27,6 +27,8 @@ def submit(cli, tmp_path: Path, task: str, *extra: str):
         "submit", "--local", "--local-dir", str(tmp_path / "run"), "--timeout", "600",
         "--set", "spec.nodes=2", "--set", "spec.procsPerNode=1", "--set", f"spec.command.task={task}",
         "--set", "spec.timeouts.watchdogSeconds=5", "--set", "spec.maxHangRestarts=2",
+        # the example's `--epochs 3` would go to `k8sddp train`, which takes only --task (yet)
+        "--set", "spec.command.args=[]",
         *extra, str(REPO / "examples" / "ddpjob.yaml"),
     )
 
