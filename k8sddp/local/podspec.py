@@ -126,6 +126,7 @@ def volume_map(pod_spec: dict[str, Any], container: dict[str, Any], *, local_dir
             raise UsageError(f'pod {pod}: volumeMount "{mount.get("name")}" names no volume of the pod')
         if "persistentVolumeClaim" in vol:
             local = local_dir / "pvc" / str(vol["persistentVolumeClaim"].get("claimName", vol["name"]))
+            local.mkdir(parents=True, exist_ok=True)  # a mounted volume always exists
         elif "emptyDir" in vol and path.rstrip("/") == "/dev/shm":
             continue
         elif "hostPath" in vol:

@@ -174,3 +174,26 @@ def test_submit_local_cli(cli, tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(job))
     res = cli("submit", "--local", "--local-dir", str(tmp_path / "run3"), str(path))
     assert res.code == 1 and "KDP201" in res.err
+
+
+def test_sigterm_to_k8sddp_stops_every_pod(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    sleeper = ("import os, pathlib, time\n"
+               "pathlib.Path(os.environ['STATE'], os.environ['POD'] + '.pid').write_text(str(os.getpid()))\n"
+               "time.sleep(120)")
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(with_pod_env(pytorchjob(sleeper, sleeper))))
+    state = tmp_path / "run" / "pvc" / "state"
+    proc = subprocess.Popen([sys.executable, "-m", "k8sddp", "submit", "--local", "--local-dir",
+                             str(tmp_path / "run"), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while len(list(state.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pids = [int(p.read_text()) for p in state.glob("*.pid")]
+    assert len(pids) == 2
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130
+    assert not [pid for pid in pids if alive(pid)]
