@@ -32,8 +32,12 @@ PROFILES: dict[str, tuple[Layer, ...]] = {
     "strict": ("input", "structure", "baseline", "strict"),
 }
 
-NOTES = "../shared/reference/NOTES.md"
-CONTRACT = "../shared/CONTRACT.md"
+#: Primary sources the rules cite.
+KDP_CONTRACT = "k8sddp interface contract (guard variables, exemptions; README)"
+TORCH_PG_NCCL = "PyTorch ProcessGroupNCCL.hpp (TORCH_NCCL_ASYNC_ERROR_HANDLING modes; alias list)"
+TORCHRUN_AGENT = "torch/distributed/elastic/agent/server/local_elastic_agent.py (torchrun sets 1 when unset)"
+KUBEFLOW_RESTART = "Kubeflow trainer v1.9.4 pkg/util/train/train_util.go and pkg/controller.v1/common/pod.go (ExitCode restarts)"
+FLIGHT_RECORDER = "PyTorch flight recorder (TORCH_FR_DUMP_TEMP_FILE, TORCH_FR_BUFFER_SIZE; torch.distributed.flight_recorder)"
 CRD = "Kubeflow PyTorchJob CRD kubeflow.org_pytorchjobs.yaml (kubeflow/trainer v1.9.4)"
 OPERATOR_WEBHOOK = "Kubeflow training-operator pkg/webhooks/pytorch/pytorchjob_webhook.go (v1.9.4)"
 
@@ -79,7 +83,7 @@ _RULES: tuple[Rule, ...] = (
          "Kubernetes API conventions (TypeMeta)"),
     Rule("KDP005", "exemption", _E, "input", "Exemptions name known rules and give a reason.",
          "An exemption without a reason, or for a rule that does not exist, is a silent hole.",
-         CONTRACT + " (Exemptions)"),
+         KDP_CONTRACT + " (exemptions)"),
     # -- structure -------------------------------------------------------------------------
     Rule("KDP101", "crd-schema", _E, "structure", "The PyTorchJob matches the CRD's openAPIV3Schema.",
          "The API server rejects it, or prunes unknown fields silently so a setting is lost.",
@@ -107,36 +111,36 @@ _RULES: tuple[Rule, ...] = (
          "The pytorch container's effective TORCH_NCCL_ASYNC_ERROR_HANDLING (or, where absent, NCCL_ASYNC_ERROR_HANDLING) is 1 or 3.",
          "Without it a communicator error or a desynchronised collective hangs the job until someone notices; "
          "torchrun sets 1 when unset, which can kill rank 0 before the flight recorder dumps; 3 kills the process without that race.",
-         NOTES + " (PyTorch distributed; ProcessGroupNCCL.hpp; pytorch/pytorch#121055)"),
+         TORCH_PG_NCCL + "; " + TORCHRUN_AGENT + "; pytorch/pytorch#121055"),
     Rule("KDP202", "python-faulthandler", _E, "baseline",
          "The pytorch container's effective PYTHONFAULTHANDLER is non-empty.",
          "Without it a crash in C code (SIGSEGV, SIGABRT from NCCL) leaves no Python stack to diagnose.",
-         "Python docs: faulthandler and PYTHONFAULTHANDLER; " + NOTES),
+         "Python docs: faulthandler and PYTHONFAULTHANDLER (fatal signals only)"),
     # -- strict ----------------------------------------------------------------------------
     Rule("KDP301", "process-group-timeout", _E, "strict",
          "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds.",
          "The process-group timeout bounds each collective; the defaults (10 min NCCL, 30 min gloo) are implicit and differ.",
-         CONTRACT + "; torch.distributed.constants"),
+         KDP_CONTRACT + "; torch.distributed.constants (default timeouts)"),
     Rule("KDP302", "watchdog-timeout", _E, "strict",
          "K8SDDP_WATCHDOG_TIMEOUT_SECONDS is a positive whole number of seconds.",
          "The heartbeat watchdog turns a stall outside any collective (a rank-0-only branch) into a fast, retryable exit.",
-         CONTRACT),
+         KDP_CONTRACT),
     Rule("KDP303", "max-hang-restarts", _E, "strict",
          "K8SDDP_MAX_HANG_RESTARTS is a whole number (0 or more).",
          "Under restartPolicy ExitCode the operator recreates pods without counting them against backoffLimit: a deterministic hang loops forever without this cap.",
-         CONTRACT + "; " + NOTES + " (Kubeflow PyTorchJob v1)"),
+         KDP_CONTRACT + "; " + KUBEFLOW_RESTART),
     Rule("KDP304", "flight-recorder-dump", _E, "strict",
          "TORCH_FR_DUMP_TEMP_FILE points into a persistent volume mounted in the pytorch container.",
          "The default dump path is under the home cache directory, which dies with the pod.",
-         NOTES + " (Flight recorder)"),
+         FLIGHT_RECORDER),
     Rule("KDP305", "artifact-dir", _E, "strict",
          "K8SDDP_ARTIFACT_DIR points into a persistent volume mounted in the pytorch container.",
          "Heartbeat traces, failure records and run records must survive the pod being recreated.",
-         CONTRACT),
+         KDP_CONTRACT),
     Rule("KDP306", "safety-net-off", _E, "strict",
          "No safety net is switched off: TORCH_NCCL_ENABLE_MONITORING, TORCH_NCCL_DUMP_ON_TIMEOUT, TORCH_FR_BUFFER_SIZE, TORCH_NCCL_TRACE_BUFFER_SIZE are not 0.",
          "These disable NCCL's heartbeat monitor, the dump on timeout, and the flight recorder itself.",
-         CONTRACT + "; " + NOTES + " (Flight recorder)"),
+         KDP_CONTRACT + "; " + FLIGHT_RECORDER + "; TORCH_NCCL_ENABLE_MONITORING (ProcessGroupNCCL heartbeat monitor)"),
     Rule("KDP307", "dev-shm", _E, "strict",
          "/dev/shm in the pytorch container is a memory-backed emptyDir.",
          "The container runtime's 64 MiB /dev/shm makes DataLoader workers die with bus errors.",
@@ -144,11 +148,11 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP308", "active-deadline", _E, "strict",
          "runPolicy.activeDeadlineSeconds is set.",
          "Under ExitCode the operator recreates pods without counting them against backoffLimit; a deadline is the only bound.",
-         NOTES + " (Kubeflow PyTorchJob v1)"),
+         KUBEFLOW_RESTART),
     Rule("KDP309", "consistent-sizes", _E, "strict",
          "nprocPerNode, torchrun's --nproc-per-node and the GPU limit of the pytorch container agree.",
          "A mismatch leaves GPUs idle, or puts two ranks on one GPU, or makes WORLD_SIZE disagree with the ranks that join: rendezvous waits forever.",
-         NOTES + " (operator env: WORLD_SIZE = pods x nproc)"),
+         "Kubeflow trainer v1.9.4 pkg/controller.v1/pytorch/envvar.go (WORLD_SIZE = pods x nprocPerNode)"),
 )
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

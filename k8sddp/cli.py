@@ -21,6 +21,10 @@ from .errors import K8sddpError
 COMMAND_MODULES: tuple[str, ...] = (
     "render",
     "validate",
+    "fix",
+    "kustomize",
+    "policy",
+    "webhook",
     "submit",
     "status",
     "logs",

@@ -7,6 +7,7 @@ Regenerate the golden file after an intended change with:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -88,7 +89,7 @@ def test_old_torch_gets_the_legacy_variable_only():
 def test_elastic_is_worker_only():
     job = _render("spec.nodes=1")
     assert set(job["spec"]["pytorchReplicaSpecs"]) == {"Master"}
-    spec = yaml.safe_load(open(EXAMPLE))
+    spec = yaml.safe_load(Path(EXAMPLE).read_text())
     del spec["spec"]["nodes"]
     spec["spec"]["elastic"] = {"minNodes": 1, "maxNodes": 3}
     job = render_spec(spec).objects[0]
@@ -115,7 +116,7 @@ def _container(job: dict, replica: str) -> dict:
     ],
 )
 def test_spec_values_cannot_inject_structure(hostile: str):
-    spec = yaml.safe_load(open(EXAMPLE))
+    spec = yaml.safe_load(Path(EXAMPLE).read_text())
     spec["metadata"]["labels"]["team"] = "x"
     spec["metadata"]["annotations"] = {"note": hostile}
     spec["spec"]["command"]["args"] = [hostile]
@@ -138,21 +139,21 @@ def test_spec_values_cannot_inject_structure(hostile: str):
     ],
 )
 def test_user_env_cannot_override_a_guard(name: str, value: str):
-    spec = apply_sets(yaml.safe_load(open(EXAMPLE)), [f'spec.env=[{{"name": "{name}", "value": "{value}"}}]'])
+    spec = apply_sets(yaml.safe_load(Path(EXAMPLE).read_text()), [f'spec.env=[{{"name": "{name}", "value": "{value}"}}]'])
     with pytest.raises(SpecError) as info:
         render_spec(spec)
     assert name in str(info.value) and info.value.path == "spec.env[0]"
 
 
 def test_user_env_repeating_the_same_value_is_harmless():
-    spec = apply_sets(yaml.safe_load(open(EXAMPLE)), ['spec.env=[{"name": "PYTHONFAULTHANDLER", "value": "1"}]'])
+    spec = apply_sets(yaml.safe_load(Path(EXAMPLE).read_text()), ['spec.env=[{"name": "PYTHONFAULTHANDLER", "value": "1"}]'])
     env_names = [e["name"] for e in _container(render_spec(spec).objects[0], "Master")["env"]]
     assert env_names.count("PYTHONFAULTHANDLER") == 1
 
 
 def test_invalid_spec_is_located(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(open(EXAMPLE).read().replace("nodes: 2", "nodes: two").replace("name: demo", "name: Demo_Job"))
+    bad.write_text(Path(EXAMPLE).read_text().replace("nodes: 2", "nodes: two").replace("name: demo", "name: Demo_Job"))
     with pytest.raises(SpecError) as info:
         load_spec(str(bad))
     text = str(info.value)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..findings import Report
-from . import github, json_report, text
+from . import github, json_report, junit, sarif, text
 
 Reporter = Callable[..., str]
 
@@ -17,6 +17,8 @@ REPORTERS: dict[str, Reporter] = {
     "text": text.render,
     "json": json_report.render,
     "github": github.render,
+    "sarif": sarif.render,
+    "junit": junit.render,
 }
 
 __all__ = ["REPORTERS", "Reporter", "render"]

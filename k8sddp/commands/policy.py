@@ -1,0 +1,111 @@
+"""``k8sddp policy export``: print native admission policies that enforce ``baseline``.
+
+``--format vap`` gives a ValidatingAdmissionPolicy and its binding (Kubernetes >= 1.30),
+``--format kyverno`` a Kyverno ClusterPolicy (Kyverno >= 1.11). Exit codes: 0 written,
+2 usage error or unwritable ``--out``. See ``docs/admission.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+from ..errors import UsageError
+
+
+def register(subparsers: Any) -> None:
+    """Add ``policy export`` to the CLI."""
+    p = subparsers.add_parser("policy", help="native admission policies (VAP, Kyverno)")
+    sub = p.add_subparsers(dest="policy_command", metavar="SUBCOMMAND")
+    sub.required = True
+    e = sub.add_parser(
+        "export",
+        help="print a ValidatingAdmissionPolicy or Kyverno ClusterPolicy for the baseline profile",
+        description="Print admission policy objects that enforce the baseline profile in the API server.",
+    )
+    e.add_argument("--format", choices=["vap", "kyverno"], required=True,
+                   help="vap: ValidatingAdmissionPolicy + binding; kyverno: ClusterPolicy")
+    e.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
+                   help="yaml (documents separated by ---) or json (a v1 List)")
+    e.add_argument("--out", default=None, metavar="FILE", help="write to FILE atomically instead of stdout")
+    e.add_argument("--name", default=None, help="object name (default k8sddp-baseline)")
+    e.add_argument("--exempt-namespace-label", default=None, metavar="KEY=VALUE",
+                   help="namespaces with this label are not checked (default k8sddp.dev/guardrails=disabled)")
+    e.add_argument("--no-namespace-exemption", action="store_true", help="check every namespace")
+    e.add_argument("--failure-policy", choices=["Fail", "Ignore"], default="Fail",
+                   help="vap only: what an expression error does (default Fail)")
+    e.set_defaults(handler=run)
+
+
+def _block_dumper() -> Any:
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        """SafeDumper that prints multi-line strings (the CEL) as ``|`` blocks."""
+
+    def _str(dumper: yaml.SafeDumper, data: str) -> Any:
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    Dumper.add_representer(str, _str)
+    return Dumper
+
+
+def _label(text: str) -> tuple[str, str]:
+    from ..admission.selector import SelectorError, parse_selector
+
+    try:
+        sel = parse_selector(text)
+    except SelectorError as exc:
+        raise UsageError(f"--exempt-namespace-label: {exc}") from exc
+    reqs = sel.requirements
+    if len(reqs) != 1 or reqs[0].op != "in" or len(reqs[0].values) != 1 or "=" not in text:
+        raise UsageError(f"--exempt-namespace-label {text!r}: expected one KEY=VALUE")
+    return reqs[0].key, reqs[0].values[0]
+
+
+def _write_atomic(path: str, text: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".k8sddp-", dir=folder)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the objects and print or write them.
+
+    Raises:
+        UsageError: a bad ``--exempt-namespace-label`` or an unwritable ``--out``.
+    """
+    import yaml
+
+    _BlockDumper = _block_dumper()
+    from ..admission.policy import DEFAULT_EXEMPT_LABEL, POLICY_NAME, kyverno_policy, vap_objects
+
+    exempt: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL
+    if args.no_namespace_exemption:
+        exempt = None
+    elif args.exempt_namespace_label:
+        exempt = _label(args.exempt_namespace_label)
+    name = args.name or POLICY_NAME
+    if args.format == "vap":
+        objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy)
+    else:
+        objs = [kyverno_policy(name=name, exempt_label=exempt)]
+    if args.output == "json":
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=2) + "\n"
+    else:
+        text = yaml.dump_all(objs, Dumper=_BlockDumper, sort_keys=False, width=100, explicit_start=True)
+    if args.out:
+        _write_atomic(args.out, text)
+    else:
+        sys.stdout.write(text)
+    return 0
