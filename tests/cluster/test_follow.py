@@ -31,7 +31,8 @@ def operator(api: FakeApiServer, steps: list[tuple[float, list[dict[str, Any]] |
 
     def play() -> None:
         deadline = time.monotonic() + 20
-        while not api.jobs(ns) and time.monotonic() < deadline:
+        # start once the client watches, so that no state is skipped however slow the machine
+        while time.monotonic() < deadline and not any(r["query"].get("watch") == "true" for r in api.requests):
             time.sleep(0.05)
         for delay, what in steps:
             time.sleep(delay)
