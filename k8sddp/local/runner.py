@@ -74,7 +74,7 @@ def _now() -> str:
 class _Pod:
     plan: PodPlan
     proc: subprocess.Popen[bytes] | None = None
-    phase: str = "Pending"  # Pending, Running, Succeeded, Failed
+    phase: str = "Pending"  # Pending, Running, BackOff (Running, container waiting), Succeeded, Failed
     restarts: int = 0  # in-place restarts of this pod (container restartCount)
     attempt: int = 0  # pod incarnation (recreations)
     start_at: float = 0.0  # monotonic time of the next (re)start
@@ -150,7 +150,8 @@ class LocalJob:
         replicas: dict[str, dict[str, int]] = {}
         for pod in self.pods:
             counts = replicas.setdefault(pod.plan.replica_type, {"active": 0, "succeeded": 0, "failed": 0})
-            key = {"Running": "active", "Pending": "active", "Succeeded": "succeeded", "Failed": "failed"}[pod.phase]
+            key = {"Running": "active", "Pending": "active", "BackOff": "active", "Succeeded": "succeeded",
+                   "Failed": "failed"}[pod.phase]
             counts[key] += 1
         status: dict[str, Any] = {"conditions": self.conditions, "replicaStatuses": replicas, "startTime": self.start_time}
         if self.completion_time:
@@ -173,7 +174,8 @@ class LocalJob:
     def _pod_lines(self) -> list[str]:
         lines = []
         for p in self.pods:
-            text = f"{p.plan.name}  {p.phase}  restarts={p.restarts}"
+            phase = "Running  waiting: CrashLoopBackOff" if p.phase == "BackOff" else p.phase
+            text = f"{p.plan.name}  {phase}  restarts={p.restarts}"
             if p.attempt:
                 text += f"  recreated={p.attempt}"
             if p.last_exit is not None:
@@ -292,13 +294,13 @@ class LocalJob:
         # RESTART_IN_PLACE: the pod stays Running; the kubelet waits out its back-off.
         pod.restarts += 1
         if self.backoff_limit is not None:
-            total = sum(p.restarts for p in self.pods if p.phase in ("Running", "Pending"))
+            total = sum(p.restarts for p in self.pods if p.phase in ("Running", "BackOff"))
             if (self.backoff_limit == 0 and total > 0) or (self.backoff_limit > 0 and total >= self.backoff_limit):
                 self._fail(self.msg.backoff_limit())
                 return
         base = 10.0 if self.options.restart_backoff is None else self.options.restart_backoff
         delay = kubelet_backoff(pod.restarts, base=base)
-        pod.phase = "Pending"
+        pod.phase = "BackOff"
         pod.start_at = time.monotonic() + delay
         self.progress.event(f"{pod.plan.name}: restarting in place in {delay:g} s (restart {pod.restarts})")
 
@@ -360,7 +362,7 @@ class LocalJob:
                     self._fail(self.msg.deadline())
                     break
                 for pod in self.pods:
-                    if pod.phase == "Pending" and now >= pod.start_at:
+                    if pod.phase in ("Pending", "BackOff") and now >= pod.start_at:
                         self._start(pod)
                     elif pod.phase == "Running" and pod.proc is not None and pod.proc.poll() is not None:
                         self._reap(pod)
@@ -382,7 +384,7 @@ class LocalJob:
         if state.condition == "Succeeded":
             # as the operator does once a job succeeded: pods still active count as succeeded
             for pod in self.pods:
-                if pod.phase in ("Running", "Pending"):
+                if pod.phase in ("Running", "Pending", "BackOff"):
                     pod.phase = "Succeeded"
             state = self.state()
         self._write_status()

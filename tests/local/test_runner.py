@@ -190,9 +190,12 @@ def test_sigterm_to_k8sddp_stops_every_pod(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "k8sddp", "submit", "--local", "--local-dir",
                              str(tmp_path / "run"), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
-    while len(list(state.glob("*.pid"))) < 2 and time.monotonic() < deadline:
+    def written() -> list[str]:
+        return [t for t in (p.read_text() for p in state.glob("*.pid")) if t]
+
+    while len(written()) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    pids = [int(p.read_text()) for p in state.glob("*.pid")]
+    pids = [int(t) for t in written()]
     assert len(pids) == 2
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
