@@ -126,6 +126,7 @@ class Progress:
         self._last_line = ""
         self._last_pods: list[str] = []
         self._live = False
+        self._drawn = 0.0
 
     def clear_live(self) -> None:
         """Erase the live line (before another writer prints to the same terminal)."""
@@ -153,7 +154,11 @@ class Progress:
                 self.stream.write(f"  {p}\n")
             changed = True
         if self.tty:
-            elapsed = int(time.monotonic() - self._start)
+            now = time.monotonic()
+            if not changed and self._live and now - self._drawn < 1.0:
+                return  # the clock only needs a redraw once a second
+            self._drawn = now
+            elapsed = int(now - self._start)
             self._clear()
             self.stream.write(f"{line}  [{elapsed // 60:02d}:{elapsed % 60:02d}]")
             self._live = True

@@ -24,8 +24,11 @@ def test_terminal_redraws_one_line() -> None:
     out = io.StringIO()
     p = Progress(out, tty=True)
     p.update(job_state(JOB))
-    p.update(job_state(JOB))
+    p.update(job_state(JOB))  # same line, within a second: not redrawn
+    assert out.getvalue().count("\n") == 0 and out.getvalue().count("\r\x1b[2K") == 0
+    p.update(job_state({"metadata": {"name": "demo"}}))  # changed: redrawn in place
     assert out.getvalue().count("\n") == 0 and out.getvalue().count("\r\x1b[2K") == 1
+    assert out.getvalue().endswith("demo: Pending  [00:00]")
     p.finish(job_state(JOB))
     assert out.getvalue().endswith("demo: Failed (PyTorchJobFailed): boom\n")
 
