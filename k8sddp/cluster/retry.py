@@ -55,20 +55,23 @@ class RetryPolicy:
         ``K8SDDP_API_RETRY_BUDGET_SECONDS`` when set.
 
         Raises:
-            ValueError: a variable that is not a positive number.
+            UsageError: a variable that is not a positive number (exit 2).
         """
+        from ..errors import UsageError
+
         env = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
-        if env.get("K8SDDP_API_MAX_ATTEMPTS"):
-            attempts = int(env["K8SDDP_API_MAX_ATTEMPTS"])
-            if attempts < 1:
-                raise ValueError("K8SDDP_API_MAX_ATTEMPTS must be >= 1")
-            kwargs["max_attempts"] = attempts
-        if env.get("K8SDDP_API_RETRY_BUDGET_SECONDS"):
-            budget = float(env["K8SDDP_API_RETRY_BUDGET_SECONDS"])
-            if budget <= 0:
-                raise ValueError("K8SDDP_API_RETRY_BUDGET_SECONDS must be > 0")
-            kwargs["budget_seconds"] = budget
+        for name, key, kind in (("K8SDDP_API_MAX_ATTEMPTS", "max_attempts", int),
+                                ("K8SDDP_API_RETRY_BUDGET_SECONDS", "budget_seconds", float)):
+            if not env.get(name):
+                continue
+            try:
+                value = kind(env[name])
+            except ValueError:
+                value = 0
+            if value <= 0:
+                raise UsageError(f"{name}={env[name]!r}: expected a positive number")
+            kwargs[key] = value
         return cls(**kwargs)
 
     def backoff(self, attempt: int) -> float:
