@@ -367,6 +367,15 @@ class Cluster:
                 _request_timeout=(30, timeout_seconds + 30),
             ),
         )
+        def event(line: bytes) -> dict[str, Any]:
+            try:
+                data = _json.loads(line)
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                raise ClusterError(f"the watch of job {name!r} sent something that is not an event: {line[:200]!r}")
+            return data
+
         buf = b""
         try:
             for chunk in resp.stream(4096, decode_content=False):
@@ -374,9 +383,9 @@ class Cluster:
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
                     if line.strip():
-                        yield _json.loads(line)
+                        yield event(line)
             if buf.strip():
-                yield _json.loads(buf)
+                yield event(buf)
         finally:
             resp.release_conn()
 
