@@ -8,7 +8,23 @@ import tempfile
 from pathlib import Path
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> None:
+def _chown_like(tmp: str, old: os.stat_result | None) -> bool:
+    """Give ``tmp`` the old file's owner and group where allowed; True when both are kept."""
+    if old is None or not hasattr(os, "chown"):
+        return True
+    for uid, gid in ((old.st_uid, old.st_gid), (-1, old.st_gid)):
+        try:
+            os.chown(tmp, uid, gid)
+        except OSError:
+            continue
+        now = os.stat(tmp)
+        if (now.st_uid, now.st_gid) == (old.st_uid, old.st_gid):
+            return True
+    now = os.stat(tmp)
+    return (now.st_uid, now.st_gid) == (old.st_uid, old.st_gid)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int | None = None) -> bool:
     """Write ``data`` to ``path`` through a temporary file in the same directory, fsync, rename.
 
     Args:
@@ -16,22 +32,29 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int |
         data: the full new content.
         mode: permission bits for the new file; default: keep the old file's, else 0o644.
 
+    Returns:
+        True when the old file's owner and group were kept (or there was no old file); False
+        when the rename made a file owned by the caller that could not be given them back (a
+        non-root user cannot chown to another user, nor to a group it is not in).
+
     Raises:
         OSError: the directory is not writable, the disk is full, ...; the old file is untouched.
     """
     dest = Path(path)
+    try:
+        old: os.stat_result | None = dest.stat()
+    except FileNotFoundError:
+        old = None
     if mode is None:
-        try:
-            mode = dest.stat().st_mode & 0o7777
-        except FileNotFoundError:
-            mode = 0o644
+        mode = old.st_mode & 0o7777 if old is not None else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
+        kept = _chown_like(tmp, old)
+        os.chmod(tmp, mode)  # after chown, which clears set-id bits
         os.replace(tmp, dest)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -43,8 +66,9 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int |
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+    return kept
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str, *, mode: int | None = None) -> None:
+def write_text_atomic(path: str | os.PathLike[str], text: str, *, mode: int | None = None) -> bool:
     """:func:`write_bytes_atomic` for UTF-8 text."""
-    write_bytes_atomic(path, text.encode("utf-8"), mode=mode)
+    return write_bytes_atomic(path, text.encode("utf-8"), mode=mode)

@@ -22,7 +22,7 @@ from .findings import Severity
 __all__ = ["CATALOGUE_VERSION", "LAYERS", "PROFILES", "RULES", "Rule", "get_rule", "rules_for"]
 
 #: Bumped whenever a rule is added, removed or changes meaning; reported by the webhook.
-CATALOGUE_VERSION = "2026.11.1"
+CATALOGUE_VERSION = "2026.11.2"
 
 Layer = Literal["input", "structure", "baseline", "strict", "lint"]
 LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict", "lint")
@@ -153,6 +153,52 @@ _RULES: tuple[Rule, ...] = (
          "nprocPerNode, torchrun's --nproc-per-node and the GPU limit of the pytorch container agree.",
          "A mismatch leaves GPUs idle, or puts two ranks on one GPU, or makes WORLD_SIZE disagree with the ranks that join: rendezvous waits forever.",
          "Kubeflow trainer v1.9.4 pkg/controller.v1/pytorch/envvar.go (WORLD_SIZE = pods x nprocPerNode)"),
+    # -- lint ------------------------------------------------------------------------------
+    Rule("KDP500", "python-syntax", _E, "lint", "The training script parses as Python.",
+         "A file the linter cannot parse is not checked at all; the job would fail at import anyway.",
+         "Python language reference (ast.parse)"),
+    Rule("KDP501", "rank-conditional-collective", _E, "lint",
+         "Every collective (explicit, or implicit: a forward/backward through a DDP/FSDP-wrapped model, a distributed checkpoint save, a framework save that ends in a barrier) is reached by every rank.",
+         "A collective that only some ranks call waits for the others until the process-group timeout (10-30 min), then kills the job; "
+         "rank-0-only evaluation through the DDP wrapper and rank-0-only dcp.save hang this way.",
+         "PyTorch torch/distributed/distributed_c10d.py (every rank of the group calls each collective); DistributedDataParallel.forward (_sync_buffers), FSDP parameter all-gathers, torch.distributed.checkpoint.save (collective planning); measured with torch 2.13, gloo, 2 ranks: rank-0-only evaluation through DDP and rank-0-only dcp.save both time out"),
+    Rule("KDP502", "rank-dependent-exit", _E, "lint",
+         "No rank-dependent return/break/continue/raise/sys.exit leaves a loop or function that still runs collectives on the other ranks.",
+         "The ranks that stay run one more collective than the ranks that left; they wait for a partner that never comes (uneven batch counts hang the same way).",
+         "PyTorch DDP notes on uneven inputs (DistributedDataParallel.join); measured with torch 2.13, gloo: 3 vs 5 batches time out"),
+    Rule("KDP503", "unpaired-barrier", _E, "lint",
+         "Barriers pair up across the arms of a rank branch.",
+         "A barrier only rank 0 reaches (after saving, say) blocks rank 0 forever while the other ranks run ahead into the next collective.",
+         "PyTorch torch.distributed.barrier docstring (all ranks of the group must enter)"),
+    Rule("KDP504", "multi-rank-write", _E, "lint",
+         "Checkpoints, logs and tracker runs are written by one rank (global rank 0) or under per-rank names.",
+         "Every rank writing one path interleaves or truncates the file; LOCAL_RANK == 0 is true once per node, so on a shared volume the nodes overwrite each other; "
+         "trackers open one run per rank.",
+         "PyTorch DDP tutorial (save on rank 0 only); torchvision references utils.save_on_master"),
+    Rule("KDP505", "process-group-timeout", _E, "lint",
+         "init_process_group is given an explicit timeout=.",
+         "The default timeout differs by backend (NCCL 10 min, gloo 30 min) and is invisible in the script; k8sddp's manifests set K8SDDP_PG_TIMEOUT_SECONDS (default 1800) for it to read.",
+         "PyTorch torch/distributed/constants.py (default_pg_timeout 30 min, NCCL 10 min); " + KDP_CONTRACT),
+    Rule("KDP506", "unsynchronized-rank0-write", _W, "lint",
+         "A file one rank writes is read by the other ranks only after a barrier.",
+         "Without a barrier the other ranks read a missing or half-written file (the DDP tutorial's checkpoint example has the barrier for this reason).",
+         "PyTorch DDP tutorial, 'Save and Load Checkpoints'"),
+    Rule("KDP507", "dataloader-pin-memory", _W, "lint",
+         "A DataLoader feeding GPU training uses pin_memory=True.",
+         "Pageable host memory makes every host-to-device copy synchronous and slower; ranks that copy slower stall the others at each gradient all-reduce.",
+         "PyTorch docs: torch.utils.data memory pinning"),
+    Rule("KDP508", "dataloader-persistent-workers", _W, "lint",
+         "A DataLoader with workers keeps them alive across epochs (persistent_workers=True).",
+         "Without it every epoch kills and re-forks the workers (and re-imports the dataset): a stall at each epoch start, longer on the slowest rank.",
+         "PyTorch docs: torch.utils.data.DataLoader persistent_workers"),
+    Rule("KDP509", "sampler-set-epoch", _W, "lint",
+         "A shuffling DistributedSampler gets set_epoch(epoch) in the epoch loop.",
+         "Without it the sampler's seed never changes: every epoch visits the data in the same order.",
+         "torch.utils.data.distributed.DistributedSampler docstring"),
+    Rule("KDP510", "value-dependent-forward", _W, "lint",
+         "forward code does not branch on, or size tensors by, tensor values.",
+         "A value-dependent branch syncs device to host and lets ranks take different paths (DDP unused-parameter errors, FSDP mismatched all-gathers); value-dependent shapes break static graphs.",
+         "PyTorch docs: DDP find_unused_parameters; torch.compile graph breaks on data-dependent control flow"),
 )
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "kustomize",
     "policy",
     "webhook",
+    "lint",
     "submit",
     "status",
     "logs",
@@ -52,13 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"k8sddp.commands.{name}")
         module.register(sub)
+    _remember_parsers(parser)
     return parser
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Let every (sub)parser put itself in the namespace, so a usage error is told by the deepest
+    one that ran (``k8sddp kustomize openapi extra`` shows ``kustomize openapi``'s usage)."""
+    for action in parser._actions:  # argparse keeps subparsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                child.set_defaults(_parser=child)
+                _remember_parsers(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return (via ``sys.exit`` when called as a script) the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code = int(args.handler(args))
     except K8sddpError as exc:

@@ -36,9 +36,17 @@ safety nets switched off                  ``TORCH_NCCL_ENABLE_MONITORING`` / ``.
                                           right for every job, and a wrong one kills a healthy run.
 ========================================  ===========================================================
 
+``env:`` written with no value (null, which the API server treats as absent) gets the list.
 A value that comes from ``valueFrom`` is never changed. A guard variable written as a YAML number
 (``value: 3``, which the API server rejects) is rewritten as the string ``"3"``.
-Everything fix cannot decide is returned as a :class:`Note` so the command can say so.
+Everything fix cannot decide is returned as a :class:`Note` so the command can say so; a note
+with ``unresolved`` marks a rule the file still breaks (``k8sddp fix`` exits 1).
+
+Anchors, aliases, tags and merge keys: a node reached from several places through an alias is
+edited only when fix plans the same edit for every place (:mod:`k8sddp.fixplan`); otherwise the
+change is left, naming the other place. A mapping with a YAML merge key (``<<: *base``) on the way
+to the pytorch container, in it, or in its env entries is left alone: what it merges in is not
+written there, and a key added beside it would silently override the merged one.
 
 Safety: a file is edited only when every document parses (PyYAML, YAML 1.1) with no duplicate
 keys; edits are text splices (:mod:`k8sddp.yamledit`), and the result is re-parsed and compared
@@ -47,14 +55,29 @@ with the expected data before anything is written; a second run finds nothing to
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import unicodedata
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
 
 from . import guardvars as gv
-from .findings import Finding, Severity
-from .yamledit import AddKey, AppendItems, Edit, ReplaceScalar, Style, apply_edits
+from .findings import Finding
+from .fixplan import Note, Plan, predict
+from .yamledit import (
+    AddKey,
+    AppendItems,
+    FillNull,
+    ReplaceScalar,
+    Style,
+    apply_edits,
+    detect_style,
+    is_plain_null,
+)
+from .yamlgraph import Unparseable, compose, construct, load_all
 
 __all__ = ["FixResult", "Note", "fix_text"]
 
@@ -68,25 +91,6 @@ SAFETY_NET_DEFAULTS = {
     "TORCH_FR_BUFFER_SIZE": "2000",
     "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
 }
-
-
-@dataclasses.dataclass(frozen=True)
-class Note:
-    """One thing fix did (``changed``) or left for a person (not ``changed``).
-
-    Attributes:
-        where: ``Kind/namespace/name Replica`` (``PyTorchJob/ml/train Worker``) or the object.
-        text: what was done, or what needs doing and why fix did not.
-        rule_id: the catalogue rule it concerns.
-        line: 1-based line in the original file of the place concerned.
-        changed: True for a change, False for something left as is.
-    """
-
-    where: str
-    text: str
-    rule_id: str
-    line: int
-    changed: bool
 
 
 @dataclasses.dataclass
@@ -125,12 +129,6 @@ class _AnyNonEmpty(tuple):  # type: ignore[type-arg]
 _NON_EMPTY: tuple[str, ...] = _AnyNonEmpty()
 
 
-class _Unparseable(Exception):
-    def __init__(self, finding: Finding) -> None:
-        super().__init__(finding.message)
-        self.finding = finding
-
-
 # -- node helpers ---------------------------------------------------------------------------------
 
 
@@ -147,97 +145,33 @@ def _str(node: yaml.Node | None) -> str | None:
     return node.value if isinstance(node, yaml.ScalarNode) else None
 
 
-def _is_null(node: yaml.Node | None) -> bool:
-    return isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null"
-
-
-def _check_duplicates(node: yaml.Node, file: str, seen: set[int]) -> None:
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        keys: set[str] = set()
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode):
-                if k.value in keys:
-                    raise _Unparseable(Finding(
-                        "KDP002", Severity.ERROR,
-                        f"duplicate key {k.value!r}: parsers disagree on which one wins; file left unchanged",
-                        file=file, line=k.start_mark.line + 1, column=k.start_mark.column + 1))
-                keys.add(k.value)
-            _check_duplicates(v, file, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for v in node.value:
-            _check_duplicates(v, file, seen)
-
-
-def _compose(text: str, file: str) -> list[yaml.Node]:
-    try:
-        nodes = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
-        for _ in yaml.safe_load_all(text):  # constructs too: `{{ x }}` composes but cannot load
-            pass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        raise _Unparseable(Finding(
-            "KDP001", Severity.ERROR,
-            f"cannot parse YAML: {exc.problem or exc.context}; file left unchanged", file=file,
-            line=mark.line + 1 if mark else 0, column=mark.column + 1 if mark else 0)) from exc
-    except yaml.YAMLError as exc:
-        raise _Unparseable(Finding("KDP001", Severity.ERROR,
-                                   f"cannot parse YAML: {exc}; file left unchanged", file=file)) from exc
-    seen: set[int] = set()
-    for n in nodes:
-        _check_duplicates(n, file, seen)
-    return nodes
-
-
-def _style(text: str, doc: yaml.Node) -> Style:
-    """Indentation of new blocks, taken from the document's own ``containers:`` and mappings."""
-    map_step, seq_offset = 2, 2
-    stack = [doc]
-    found_map = found_seq = False
-    while stack and not (found_map and found_seq):
-        node = stack.pop()
-        if isinstance(node, yaml.MappingNode) and not node.flow_style:
-            for k, v in node.value:
-                if isinstance(v, yaml.MappingNode) and not v.flow_style and v.value and not found_map:
-                    step = v.value[0][0].start_mark.column - k.start_mark.column
-                    if step > 0 and v.start_mark.line > k.start_mark.line:
-                        map_step, found_map = step, True
-                if (isinstance(v, yaml.SequenceNode) and not v.flow_style and v.value and not found_seq
-                        and v.start_mark.line > k.start_mark.line):
-                    seq_offset, found_seq = v.start_mark.column - k.start_mark.column, True
-                stack.append(v)
-        elif isinstance(node, yaml.SequenceNode):
-            stack.extend(node.value)
-    return Style(map_step=map_step, seq_offset=max(seq_offset, 0))
+def _merge_line(*nodes: yaml.Node | None) -> int | None:
+    """1-based line of the first YAML merge key (``<<``) in ``nodes`` (mappings), or None."""
+    for node in nodes:
+        if isinstance(node, yaml.MappingNode):
+            for k, _ in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.tag == "tag:yaml.org,2002:merge":
+                    return k.start_mark.line + 1
+    return None
 
 
 # -- planning -------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class _Plan:
-    edits: list[Edit]
-    #: (path, op, payload) applied to the loaded data to predict the result.
-    data_ops: list[tuple[tuple[Any, ...], str, Any]]
-    notes: list[Note]
-
-
-def _env_entries(env: yaml.Node | None) -> dict[str, tuple[yaml.Node, yaml.Node | None]]:
-    """name -> (entry node, value node or None when valueFrom / absent)."""
-    out: dict[str, tuple[yaml.Node, yaml.Node | None]] = {}
+def _env_entries(env: yaml.Node | None) -> dict[str, tuple[int, yaml.Node, yaml.Node | None]]:
+    """name -> (index, entry node, value node or None when valueFrom / absent)."""
+    out: dict[str, tuple[int, yaml.Node, yaml.Node | None]] = {}
     if isinstance(env, yaml.SequenceNode):
-        for entry in env.value:
+        for i, entry in enumerate(env.value):
             name = _str(_get(entry, "name"))
             if name is not None:
-                out[name] = (entry, _get(entry, "value"))
+                out[name] = (i, entry, _get(entry, "value"))
     return out
 
 
 def _fix_container(
     job_ref: str, replica: str, container: yaml.MappingNode, pod: yaml.MappingNode,
-    cpath: tuple[Any, ...], ppath: tuple[Any, ...], profile: str, plan: _Plan,
+    cpath: tuple[Any, ...], ppath: tuple[Any, ...], profile: str, plan: Plan,
 ) -> None:
     where = f"{job_ref} {replica}"
     cline = container.start_mark.line + 1
@@ -245,41 +179,54 @@ def _fix_container(
     entries = _env_entries(env)
     adds: list[dict[str, str]] = []
 
-    def note(text: str, rule: str, line: int = cline, changed: bool = True) -> None:
-        plan.notes.append(Note(where, text, rule, line, changed))
+    def note(text: str, rule: str, line: int = cline, changed: bool = True, unresolved: bool = False,
+             changes: tuple[int, ...] = ()) -> None:
+        plan.note(Note(where, text, rule, line, changed, unresolved), changes)
+
+    merged = _merge_line(container, pod, *(e for _, e, _ in entries.values()))
+    if merged is None and isinstance(env, yaml.SequenceNode):
+        merged = _merge_line(*env.value)
+    if merged is not None:
+        note(f"a YAML merge key (<<) at line {merged} hides what this container's env, mounts or "
+             "volumes hold, and a key added beside it would override the merged one; add the guard "
+             "variables by hand (`k8sddp validate` lists them)", "KDP201", merged, False, True)
+        return
 
     def set_value(name: str, new: str, rule: str) -> None:
-        entry, value = entries[name]
-        idx = next(i for i, e in enumerate(env.value) if e is entry)  # type: ignore[union-attr]
-        old = _str(value)
-        plan.edits.append(ReplaceScalar(value, new))  # type: ignore[arg-type]
-        plan.data_ops.append((cpath + ("env", idx, "value"), "set", new))
-        note(f"set {name}={new} (was {old!r})", rule, value.start_mark.line + 1)  # type: ignore[union-attr]
+        idx, _, value = entries[name]
+        assert isinstance(value, yaml.ScalarNode)
+        c = plan.add(ReplaceScalar(value, new), cpath + ("env", idx, "value"),
+                     (cpath + ("env", idx, "value"), "set", new))
+        was = repr(value.value) if value.tag == _STR_TAG else f"{value.value}, not a string"
+        note(f"set {name}={new} (was {was})", rule, value.start_mark.line + 1, changes=(c,))
 
     def check_literal(name: str, accepted: tuple[str, ...], target: str, rule: str) -> bool:
         """True when ``name`` is present (fixed or left); False when absent."""
         if name not in entries:
             return False
-        entry, value = entries[name]
+        idx, entry, value = entries[name]
+        line = entry.start_mark.line + 1
         if _get(entry, "valueFrom") is not None:
-            note(f"{name} comes from valueFrom; not checked", rule, entry.start_mark.line + 1, False)
+            note(f"{name} comes from valueFrom; not checked", rule, line, False)
             return True
-        if value is None:  # no value at all: the variable is set to the empty string
-            idx = next(i for i, e in enumerate(env.value) if e is entry)  # type: ignore[union-attr]
-            plan.edits.append(AddKey(entry, "value", target))  # type: ignore[arg-type]
-            plan.data_ops.append((cpath + ("env", idx), "addkey", ("value", target)))
-            note(f"set {name}={target} (was empty)", rule, entry.start_mark.line + 1)
+        if value is None and isinstance(entry, yaml.MappingNode):  # no value: the empty string
+            at = cpath + ("env", idx)
+            c = plan.add(AddKey(entry, "value", target), at, (at, "addkey", ("value", target)))
+            note(f"set {name}={target} (was empty)", rule, line, changes=(c,))
+            return True
+        if is_plain_null(value):  # `value:` with nothing: also the empty string
+            at = cpath + ("env", idx)
+            c = plan.add(ReplaceScalar(value, target), at + ("value",),  # type: ignore[arg-type]
+                         (at + ("value",), "set", target))
+            note(f"set {name}={target} (was empty)", rule, line, changes=(c,))
             return True
         text = _str(value)
-        if text is None:
-            note(f"{name} has a non-scalar value; fix it by hand", rule, entry.start_mark.line + 1, False)
+        if text is None or value is None:
+            note(f"{name} has a non-scalar value; fix it by hand", rule, line, False, True)
             return True
         if text in accepted and value.tag == _STR_TAG:
             return True
-        if text in accepted:  # a YAML number or boolean: the API server wants a string
-            set_value(name, text, rule)
-        else:
-            set_value(name, target, rule)
+        set_value(name, text if text in accepted else target, rule)
         return True
 
     # -- baseline
@@ -309,14 +256,12 @@ def _fix_container(
             else:
                 adds.append({"name": name, "value": str(default)})
         for net, net_default in SAFETY_NET_DEFAULTS.items():
-            if net in entries and _str(entries[net][1]) == "0":
+            if net in entries and _str(entries[net][2]) == "0":
                 set_value(net, net_default, "KDP306")
         # persistent artifact dir and flight-recorder dumps
         volumes = _get(pod, "volumes")
-        pvcs = {
-            _str(_get(v, "name")) for v in (volumes.value if isinstance(volumes, yaml.SequenceNode) else [])
-            if _get(v, "persistentVolumeClaim") is not None
-        }
+        vol_list = volumes.value if isinstance(volumes, yaml.SequenceNode) else []
+        pvcs = {_str(_get(v, "name")) for v in vol_list if _get(v, "persistentVolumeClaim") is not None}
         mounts = _get(container, "volumeMounts")
         mount_list = mounts.value if isinstance(mounts, yaml.SequenceNode) else []
         pvc_mount = next(
@@ -325,7 +270,7 @@ def _fix_container(
              and _str(_get(m, "mountPath"))),
             None,
         )
-        artifact = _str(entries[gv.ARTIFACT_DIR][1]) if gv.ARTIFACT_DIR in entries else None
+        artifact = _str(entries[gv.ARTIFACT_DIR][2]) if gv.ARTIFACT_DIR in entries else None
         if artifact is None and gv.ARTIFACT_DIR not in entries:
             if pvc_mount:
                 artifact = pvc_mount.rstrip("/") + "/" + ARTIFACT_SUBDIR
@@ -333,17 +278,16 @@ def _fix_container(
             else:
                 note(f"{gv.ARTIFACT_DIR} not added: no PersistentVolumeClaim is mounted writable in the "
                      "pytorch container; mount the checkpoint volume and run fix again", "KDP305",
-                     changed=False)
+                     changed=False, unresolved=True)
         if gv.FR_DUMP_TEMP_FILE not in entries and gv.LEGACY_FR_DUMP_TEMP_FILE not in entries:
             if artifact:
                 adds.append({"name": gv.FR_DUMP_TEMP_FILE, "value": artifact.rstrip("/") + "/fr/rank-"})
             else:
                 note(f"{gv.FR_DUMP_TEMP_FILE} not added: no artifact directory on a persistent volume",
-                     "KDP304", changed=False)
+                     "KDP304", changed=False, unresolved=True)
         # /dev/shm
         if not any(_str(_get(m, "mountPath")) in (DSHM_PATH, DSHM_PATH + "/") for m in mount_list):
-            taken = {_str(_get(v, "name")) for v in
-                     (volumes.value if isinstance(volumes, yaml.SequenceNode) else [])}
+            taken = {_str(_get(v, "name")) for v in vol_list}
             vname = "dshm"
             n = 1
             while vname in taken:
@@ -352,19 +296,24 @@ def _fix_container(
             volumes_add.append({"name": vname, "emptyDir": {"medium": "Memory"}})
 
     if adds:
-        if not _add_list(container, "env", env, adds, cpath, plan):
+        c = _add_list(container, "env", env, adds, cpath, plan)
+        if c is None:
             note("env is neither absent nor a list; add " + ", ".join(a["name"] for a in adds) +
-                 " by hand", "KDP201", changed=False)
+                 " by hand", "KDP201", (env or container).start_mark.line + 1, False, True)
         else:
             for a in adds:
-                note(f"added {a['name']}={a['value']}", _rule_of(a["name"]))
+                note(f"added {a['name']}={a['value']}", _rule_of(a["name"]), changes=(c,))
     if mounts_add:
-        ok = _add_list(container, "volumeMounts", _get(container, "volumeMounts"), mounts_add, cpath, plan)
-        ok = ok and _add_list(pod, "volumes", _get(pod, "volumes"), volumes_add, ppath, plan)
-        if ok:
-            note(f"added volume {volumes_add[0]['name']} (emptyDir, medium Memory) at {DSHM_PATH}", "KDP307")
+        cm = _add_list(container, "volumeMounts", _get(container, "volumeMounts"), mounts_add, cpath, plan)
+        cv = _add_list(pod, "volumes", _get(pod, "volumes"), volumes_add, ppath, plan) if cm is not None else None
+        if cm is not None and cv is not None:
+            note(f"added volume {volumes_add[0]['name']} (emptyDir, medium Memory) at {DSHM_PATH}",
+                 "KDP307", changes=(cm, cv))
         else:
-            note(f"mount a memory-backed emptyDir at {DSHM_PATH} by hand", "KDP307", changed=False)
+            if cm is not None:  # never a mount without its volume
+                plan.changes.pop(cm)
+            note(f"mount a memory-backed emptyDir at {DSHM_PATH} by hand", "KDP307", changed=False,
+                 unresolved=True)
 
 
 def _rule_of(name: str) -> str:
@@ -377,24 +326,29 @@ def _rule_of(name: str) -> str:
 
 def _add_list(
     parent: yaml.MappingNode, key: str, node: yaml.Node | None, items: list[Any],
-    ppath: tuple[Any, ...], plan: _Plan,
-) -> bool:
-    """Append ``items`` to ``parent[key]``, creating the list when absent; False if impossible."""
+    ppath: tuple[Any, ...], plan: Plan,
+) -> int | None:
+    """Plan appending ``items`` to ``parent[key]`` (created when absent or null); None if impossible."""
     if node is None:
         if not parent.value:
-            return False
-        plan.edits.append(AddKey(parent, key, items))
-        plan.data_ops.append((ppath, "addkey", (key, items)))
-        return True
+            return None
+        return plan.add(AddKey(parent, key, items), ppath, (ppath, "addkey", (key, items)))
+    if is_plain_null(node):  # `env:` with no value: the API server reads it as absent
+        return plan.add(FillNull(parent, key, node, items),  # type: ignore[arg-type]
+                        ppath + (key,), (ppath, "addkey", (key, items)))
     if isinstance(node, yaml.SequenceNode) and (node.value or node.flow_style):
-        plan.edits.append(AppendItems(node, items))
-        plan.data_ops.append((ppath + (key,), "extend", items))
-        return True
-    return False
+        return plan.add(AppendItems(node, items), ppath + (key,), (ppath + (key,), "extend", items))
+    return None
 
 
-def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None, plan: _Plan,
-              seen: set[int]) -> bool:
+def _looks_like_pytorch(name: str) -> bool:
+    """A near miss of ``pytorch``: other case, spaces, invisible or compatibility characters."""
+    folded = unicodedata.normalize("NFKC", name)
+    folded = "".join(ch for ch in folded if unicodedata.category(ch) not in ("Cf", "Zs", "Cc"))
+    return name != "pytorch" and folded.strip().casefold() == "pytorch"
+
+
+def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None, plan: Plan) -> bool:
     if _str(_get(doc, "kind")) != "PyTorchJob" or not (_str(_get(doc, "apiVersion")) or "").startswith(
             "kubeflow.org/"):
         return False
@@ -403,12 +357,19 @@ def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None
     spec = _get(doc, "spec")
     replicas = _get(spec, "pytorchReplicaSpecs")
     if not isinstance(replicas, yaml.MappingNode):
-        plan.notes.append(Note(ref, "no spec.pytorchReplicaSpecs mapping; nothing to fix", "KDP105",
-                               doc.start_mark.line + 1, False))
+        plan.note(Note(ref, "no spec.pytorchReplicaSpecs mapping; nothing to fix", "KDP105",
+                       doc.start_mark.line + 1, False, True))
         return True
     for rk, rv in replicas.value:
         rname = _str(rk) or "?"
-        pod = _get(_get(rv, "template"), "spec")
+        template = _get(rv, "template")
+        pod = _get(template, "spec")
+        merged = _merge_line(doc, spec, replicas, rv, template, pod)
+        if merged is not None:
+            plan.note(Note(f"{ref} {rname}", f"a YAML merge key (<<) at line {merged} hides part of "
+                           "this replica; add the guard variables by hand (`k8sddp validate` lists them)",
+                           "KDP201", merged, False, True))
+            continue
         ppath = (di, "spec", "pytorchReplicaSpecs", rname, "template", "spec")
         containers = _get(pod, "containers")
         pytorch = [
@@ -416,52 +377,58 @@ def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None
             if _str(_get(c, "name")) == "pytorch"
         ]
         if not pytorch or not isinstance(pod, yaml.MappingNode):
-            plan.notes.append(Note(f"{ref} {rname}", "no container named pytorch; fix adds nothing here",
-                                   "KDP104", rv.start_mark.line + 1, False))
+            names = [_str(_get(c, "name")) or "" for c in
+                     (containers.value if isinstance(containers, yaml.SequenceNode) else [])]
+            near = [n for n in names if _looks_like_pytorch(n)]
+            hint = f" (is {ascii(near[0])} meant to be it? rename it to exactly pytorch)" if near else ""
+            plan.note(Note(f"{ref} {rname}", f"no container named pytorch{hint}; fix adds nothing here",
+                           "KDP104", rv.start_mark.line + 1, False, True))
             continue
         idx, container = pytorch[0]
-        if id(container) in seen:  # a YAML alias of a template fixed already
-            continue
-        seen.add(id(container))
         if not isinstance(container, yaml.MappingNode) or not container.value:
             continue
+        # An aliased template (`template: *tpl`) is planned once per replica; the same edits of one
+        # node are applied once (fixplan.Plan.resolve).
         _fix_container(ref, rname, container, pod, ppath + ("containers", idx), ppath, profile, plan)
     run_policy = _get(spec, "runPolicy")
     if profile == "strict" and _get(run_policy, "activeDeadlineSeconds") is None:
         line = (run_policy or spec or doc).start_mark.line + 1
         if deadline is None:
-            plan.notes.append(Note(ref, "spec.runPolicy.activeDeadlineSeconds not added: choose a bound for "
-                                   "this job (fix --active-deadline-seconds N)", "KDP308", line, False))
-        elif isinstance(run_policy, yaml.MappingNode) and run_policy.value:
-            plan.edits.append(AddKey(run_policy, "activeDeadlineSeconds", deadline))
-            plan.data_ops.append(((di, "spec", "runPolicy"), "addkey", ("activeDeadlineSeconds", deadline)))
-            plan.notes.append(Note(ref, f"set spec.runPolicy.activeDeadlineSeconds={deadline}", "KDP308", line, True))
+            plan.note(Note(ref, "spec.runPolicy.activeDeadlineSeconds not added: choose a bound for "
+                           "this job (fix --active-deadline-seconds N)", "KDP308", line, False, True))
+            return True
+        value = {"activeDeadlineSeconds": deadline}
+        at = (di, "spec", "runPolicy")
+        c: int | None = None
+        if isinstance(run_policy, yaml.MappingNode) and run_policy.value:
+            c = plan.add(AddKey(run_policy, "activeDeadlineSeconds", deadline), at,
+                         (at, "addkey", ("activeDeadlineSeconds", deadline)))
         elif run_policy is None and isinstance(spec, yaml.MappingNode):
-            value = {"activeDeadlineSeconds": deadline}
-            plan.edits.append(AddKey(spec, "runPolicy", value))
-            plan.data_ops.append(((di, "spec"), "addkey", ("runPolicy", value)))
-            plan.notes.append(Note(ref, f"set spec.runPolicy.activeDeadlineSeconds={deadline}", "KDP308", line, True))
+            c = plan.add(AddKey(spec, "runPolicy", value), at[:-1], (at[:-1], "addkey", ("runPolicy", value)))
+        elif is_plain_null(run_policy) and isinstance(spec, yaml.MappingNode):
+            c = plan.add(FillNull(spec, "runPolicy", run_policy, value),  # type: ignore[arg-type]
+                         at, (at[:-1], "addkey", ("runPolicy", value)))
+        if c is None:
+            plan.note(Note(ref, f"set spec.runPolicy.activeDeadlineSeconds={deadline} by hand "
+                           "(runPolicy is not a mapping fix can extend)", "KDP308", line, False, True))
+        else:
+            plan.note(Note(ref, f"set spec.runPolicy.activeDeadlineSeconds={deadline}", "KDP308", line, True),
+                      (c,))
     return True
 
 
-def _predict(data: list[Any], ops: list[tuple[tuple[Any, ...], str, Any]]) -> list[Any]:
-    for path, op, payload in ops:
-        target: Any = data
-        for part in path:
-            target = target[part]
-        if op == "set":
-            pass
-        elif op == "extend":
-            target.extend(payload)
-        elif op == "addkey":
-            target[payload[0]] = payload[1]
-    for path, op, payload in ops:
-        if op == "set":
-            target = data
-            for part in path[:-1]:
-                target = target[part]
-            target[path[-1]] = payload
-    return data
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: composing a large file makes hundreds of thousands of
+    objects, and the collector's full passes over them made fix quadratic (800 kB: 10 s -> 2 s;
+    bench/fix_speed.py). Nothing made here needs it; it is switched back on, as it was, after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def fix_text(
@@ -483,42 +450,52 @@ def fix_text(
 
     Raises:
         ValueError: ``profile`` unknown.
+        RuntimeError: the spliced text would not parse, or would hold other data than planned (a
+            bug in the splicer; the message says which, without the file name); never written.
     """
     if profile not in ("baseline", "strict"):
         raise ValueError(f"unknown profile {profile!r}; expected baseline or strict")
+    with _gc_paused():
+        return _fix_text(text, file, profile, active_deadline_seconds)
+
+
+def _fix_text(text: str, file: str, profile: str, active_deadline_seconds: int | None) -> FixResult:
     bom = "\ufeff" if text.startswith("\ufeff") else ""
     body = text[len(bom):]
     result = FixResult(file=file, original=text, fixed=text)
     try:
-        docs = _compose(body, file)
-    except _Unparseable as exc:
+        composed = compose(body, file)
+    except Unparseable as exc:
         result.error = exc.finding
         return result
-    plan = _Plan([], [], [])
-    seen: set[int] = set()
+    docs = composed.docs
+    plan = Plan()
     styles: list[Style] = []
     for di, doc in enumerate(docs):
-        if isinstance(doc, yaml.MappingNode) and _plan_job(
-                doc, di, profile, active_deadline_seconds, plan, seen):
+        if isinstance(doc, yaml.MappingNode) and _plan_job(doc, di, profile, active_deadline_seconds, plan):
             result.jobs += 1
-        styles.append(_style(body, doc))
+        styles.append(detect_style(doc))
+    edits, ops = plan.resolve(composed)
     result.notes = plan.notes
-    if not plan.edits:
+    if not edits:
         return result
     # One style per document: each edit takes the style of the document holding its node.
     starts = [d.start_mark.index for d in docs]
     new = body
-    for di in reversed(range(len(docs))):
-        lo, hi = starts[di], starts[di + 1] if di + 1 < len(docs) else len(body) + 1
-        mine = [e for e in plan.edits if lo <= e.node.start_mark.index < hi]
-        if mine:
-            new = apply_edits(new, mine, styles[di])
-    expected = _predict([yaml.safe_load(yaml.serialize(d)) for d in docs], plan.data_ops)
     try:
-        got = [d for d in yaml.safe_load_all(new) if d is not None]
-    except yaml.YAMLError as exc:  # pragma: no cover - a splicer bug; never write it
-        raise RuntimeError(f"{file}: fix produced YAML that does not parse ({exc}); file left unchanged") from exc
+        for di in reversed(range(len(docs))):
+            lo, hi = starts[di], starts[di + 1] if di + 1 < len(docs) else len(body) + 1
+            mine = [e for e in edits if lo <= e.node.start_mark.index < hi]
+            if mine:
+                new = apply_edits(new, mine, styles[di], alias_end=composed.alias_end)
+    except ValueError as exc:  # an edit the splicer cannot express: never guess
+        raise RuntimeError(f"fix cannot place an edit ({exc}); file left unchanged") from exc
+    try:
+        got = load_all(new)
+    except yaml.YAMLError as exc:  # a splicer bug; never write it
+        raise RuntimeError(f"fix produced YAML that does not parse ({exc}); file left unchanged") from exc
+    expected = predict(construct(docs), ops)  # last use of the nodes (merge keys get flattened)
     if got != expected:  # a splicer bug; never write it (tested by faking one)
-        raise RuntimeError(f"{file}: fix produced unexpected data; file left unchanged")
+        raise RuntimeError("fix produced unexpected data; file left unchanged")
     result.fixed = bom + new
     return result

@@ -381,7 +381,7 @@ def test_cli_never_touches_unparseable_files(tmp_path: Path, capsys: pytest.Capt
     assert main(["fix", str(tmp_path)]) == 1
     _, err = capsys.readouterr()
     assert f"{bad}:24:" in err and "KDP001" in err and "left unchanged" in err
-    assert "latin.yaml: error KDP001 not UTF-8" in err
+    assert "latin.yaml:2:10: error KDP001 not UTF-8 text (byte 0xe9 at offset 26)" in err  # first bad byte
     assert bad.read_text(encoding="utf-8") == bad_text
     assert latin.read_bytes() == b"kind: PyTorchJob\nname: caf\xe9\n"
     assert "PYTHONFAULTHANDLER" in good.read_text(encoding="utf-8")  # the others are still fixed
@@ -427,7 +427,7 @@ def test_self_check_refuses_a_wrong_splice(tmp_path: Path, capsys: pytest.Captur
 
     real = fixmod.apply_edits
     monkeypatch.setattr(fixmod, "apply_edits",
-                        lambda text, edits, style: real(text, edits, style).replace('value: "3"', 'value: "0"'))
+                        lambda text, edits, style, **kw: real(text, edits, style, **kw).replace('value: "3"', 'value: "0"'))
     f = tmp_path / "j.yaml"
     f.write_text(MIXED, encoding="utf-8")
     assert main(["fix", str(f)]) == 1

@@ -90,6 +90,13 @@ def test_cli_prints_and_writes_the_document(cli, tmp_path: Path) -> None:
     assert res.code == 2 and "cannot write" in res.err
 
 
+def test_cli_extra_argument_gets_the_subcommand_usage(cli) -> None:
+    res = cli("kustomize", "openapi", "extra")
+    assert res.code == 2 and res.out == ""
+    assert res.err.startswith("usage: k8sddp kustomize openapi [-h] [-o FILE]\n")
+    assert "k8sddp kustomize openapi: error: unrecognized arguments: extra" in res.err
+
+
 # -- real kustomize ------------------------------------------------------------------------------
 
 

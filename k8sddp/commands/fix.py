@@ -2,10 +2,15 @@
 
 What is added or corrected, and what is left for a person: :mod:`k8sddp.fix`.
 Exit codes (``../shared/CONTRACT.md``): 0 done (or, with ``--check``, nothing to change);
-1 with ``--check`` when a file would change, and whenever a file cannot be parsed (it is left
-untouched and reported as a KDP001/KDP002 finding); 2 for a usage error or a path that cannot be
-read. With ``--check`` the unified diff goes to standard output (``git apply``/``patch -p1`` take
-it) and the notes to standard error; otherwise the notes go to standard output.
+1 with ``--check`` when a file would change, whenever a file cannot be parsed (not UTF-8, over
+:func:`max_input_bytes`, a YAML error, a duplicate key: it is left untouched and reported as a
+located KDP001/KDP002 finding), and when fix left a guard missing that it could not add (an
+unresolved note, e.g. ``env`` that is not a list); 2 for a usage error, or a file that cannot be
+read or written (a read-only file included: fix never replaces a file whose permission bits forbid
+writing, even where root could). A file that fails never stops the others: every file is
+processed, the summary printed, and the exit code is the worst one. With ``--check`` the unified
+diff goes to standard output (``git apply``/``patch -p1`` take it) and the notes to standard
+error; otherwise the notes go to standard output.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,8 +27,20 @@ from ..atomic import write_bytes_atomic
 from ..errors import UsageError
 from ..fix import FixResult, fix_text
 
-#: Files fix reads inside a folder given on the command line.
+#: Files fix reads inside a folder given on the command line (any letter case: ``X.YAML`` too).
 SUFFIXES = (".yaml", ".yml", ".json")
+
+#: Largest file fix reads when ``k8sddp.validate.yamlio`` does not say (16 MiB; the API server
+#: stores objects up to about 1.5 MiB, etcd's default request limit). See :func:`max_input_bytes`.
+DEFAULT_MAX_INPUT_BYTES = 16 * 1024 * 1024
+
+
+def max_input_bytes() -> int:
+    """The input limit in bytes: the validator's ``MAX_INPUT_BYTES``, so that both commands refuse
+    the same files, else :data:`DEFAULT_MAX_INPUT_BYTES`. Imported late: the validator is heavy."""
+    from ..validate import yamlio
+
+    return int(getattr(yamlio, "MAX_INPUT_BYTES", DEFAULT_MAX_INPUT_BYTES))
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +52,8 @@ def register(subparsers: Any) -> None:
         "PyTorchJob in the given files, keeping comments, key order and formatting; "
         "idempotent; files are replaced atomically. A file that does not parse is never touched.",
     )
-    p.add_argument("paths", nargs="+", metavar="FILE", help="manifest files or folders (*.yaml, *.yml, *.json)")
+    p.add_argument("paths", nargs="+", metavar="FILE",
+                   help="manifest files or folders (*.yaml, *.yml, *.json); not - (fix edits files in place)")
     p.add_argument("--check", action="store_true",
                    help="change nothing: print a unified diff and exit 1 when a file would change")
     p.add_argument("--profile", choices=("baseline", "strict"), default="baseline",
@@ -57,14 +76,21 @@ def _positive_int(text: str) -> int:
 def collect(paths: list[str]) -> list[Path]:
     """The files named by ``paths`` (folders searched recursively for :data:`SUFFIXES`, sorted).
 
+    Inside folders only regular files are taken (a FIFO named ``*.yaml`` would block the read).
+
     Raises:
-        UsageError: a path does not exist, or is not a file or folder.
+        UsageError: ``-`` (fix edits files; it does not read standard input), a path that does not
+            exist, or one that is not a regular file or folder.
     """
     files: list[Path] = []
     for raw in paths:
         p = Path(raw)
+        if raw == "-":
+            raise UsageError("fix edits files in place and does not read standard input; give file "
+                             "names (to check a stream, use `k8sddp validate -`)")
         if p.is_dir():
-            files += sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES and f.is_file())
+            files += sorted(f for f in p.rglob("*")
+                            if f.suffix.lower() in SUFFIXES and f.is_file())
         elif p.is_file():
             files.append(p)
         elif not p.exists():
@@ -74,16 +100,52 @@ def collect(paths: list[str]) -> list[Path]:
     return files
 
 
-def _read(path: Path) -> str | None:
-    """The file's text, or None when it is not UTF-8 (a finding, reported by the caller)."""
+class _Refused(Exception):
+    """A file that is not fixed; ``message`` says why, ``code`` is 1 (finding) or 2 (unreadable)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def read_manifest(path: Path, name: str) -> str:
+    """The file's text, read once, at most :func:`max_input_bytes`.
+
+    Raises:
+        _Refused: cannot be read (code 2); larger than the limit, or not UTF-8, with the line and
+            column of the first bad byte (KDP001 findings, code 1).
+    """
+    limit = max_input_bytes()
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        raise _Refused(f"{name}: error cannot read: {exc.strerror or exc}", 2) from exc
+    if len(data) > limit:
+        raise _Refused(f"{name}: error KDP001 larger than {limit / (1024 * 1024):g} MiB, the "
+                       "input limit (the API server stores objects up to about 1.5 MiB); file left "
+                       "unchanged", 1)
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise _Refused(f"{name}:{line}:{col}: error KDP001 not UTF-8 text (byte 0x{data[exc.start]:02x} "
+                       f"at offset {exc.start}); file left unchanged", 1) from exc
+
+
+def _writable(real: str) -> str | None:
+    """Why ``real`` must not be replaced, or None. Checks the mode bits too: root passes os.access."""
+    try:
+        st = os.stat(real)
+    except OSError as exc:
+        return f"cannot stat: {exc.strerror or exc}"
+    if not stat.S_IMODE(st.st_mode) & 0o222:
+        return f"read-only (mode {stat.S_IMODE(st.st_mode):04o}); make it writable to let fix edit it"
+    effective = os.access in os.supports_effective_ids  # the ids a write is checked against
+    if not os.access(real, os.W_OK, effective_ids=effective):
+        return "permission denied (no write permission for you)"
+    return None
 
 
 def unified_diff(old: str, new: str, fromfile: str, tofile: str) -> str:
@@ -109,13 +171,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--active-deadline-seconds needs --profile strict")
     files = collect(args.paths)
     notes_out = sys.stderr if args.check else sys.stdout
-    changed = broken = jobs = left = 0
+    changed = broken = failed = jobs = left = unresolved = 0
     for path in files:
         name = str(path)
-        text = _read(path)
-        if text is None:
-            print(f"{name}: error KDP001 not UTF-8 text; file left unchanged", file=sys.stderr)
-            broken += 1
+        try:
+            text = read_manifest(path, name)
+        except _Refused as exc:
+            print(exc, file=sys.stderr)
+            failed += exc.code == 2
+            broken += exc.code == 1
             continue
         try:
             result = fix_text(text, file=name, profile=args.profile,
@@ -129,8 +193,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"{e.location()}: error {e.rule_id} {e.message}", file=sys.stderr)
             broken += 1
             continue
+        if result.changed and not args.check:
+            real = os.path.realpath(path)
+            why = _writable(real)
+            if why is None:
+                try:
+                    kept = write_bytes_atomic(real, result.fixed.encode("utf-8"))
+                except OSError as exc:
+                    why = f"cannot write: {exc.strerror or exc}"
+                else:
+                    if not kept:
+                        print(f"{name}: warning the file's owner or group could not be kept (the "
+                              "new file is owned by you); chown it back if that matters", file=sys.stderr)
+            if why is not None:  # nothing was written: no "fixed" lines for it
+                print(f"{name}: error {why}; file left unchanged", file=sys.stderr)
+                failed += 1
+                continue
         jobs += result.jobs
         left += sum(1 for n in result.notes if not n.changed)
+        unresolved += sum(1 for n in result.notes if n.unresolved)
         _print_notes(result, notes_out, args.check)
         if not result.changed:
             continue
@@ -138,17 +219,19 @@ def run(args: argparse.Namespace) -> int:
         if args.check:
             rel = path.as_posix().lstrip("/")
             sys.stdout.write(unified_diff(result.original, result.fixed, f"a/{rel}", f"b/{rel}"))
-        else:
-            try:
-                write_bytes_atomic(os.path.realpath(path), result.fixed.encode("utf-8"))
-            except OSError as exc:
-                raise UsageError(f"{name}: cannot write: {exc.strerror or exc}") from exc
     verb = "would change" if args.check else "changed"
     summary = (f"fix: {len(files)} file(s), {jobs} PyTorchJob(s); {changed} file(s) {verb}; "
-               f"{broken} not parsed (left unchanged); {left} item(s) left for you")
+               f"{broken} not parsed (left unchanged)")
+    if failed:
+        summary += f"; {failed} could not be read or written (left unchanged)"
+    summary += f"; {left} item(s) left for you"
+    if unresolved:
+        summary += f", {unresolved} of them still breaking a rule"
     if left:
         summary += f" (check with `k8sddp validate --profile {args.profile}`)"
     print(summary, file=notes_out)
-    if broken or (args.check and changed):
+    if failed:
+        return 2
+    if broken or unresolved or (args.check and changed):
         return 1
     return 0

@@ -22,8 +22,18 @@ def register(sub: Any) -> None:
     p.add_argument("--format", dest="fmt", default="text", help="output format: " + "|".join(FORMATS))
     p.add_argument("--config", help="repository configuration file (exemptions, default profile)")
     p.add_argument("--fail-on", choices=("error", "warning"), default="error", help="lowest severity that fails (default: error)")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
+    p.add_argument("--jobs", type=_positive_int, default=None, help="worker processes (default: every core)")
     p.set_defaults(handler=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +47,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown --format {args.fmt!r}; available: {', '.join(REPORTERS)}")
     config = load_config(args.config) if args.config else None
     profile = args.profile or (config.profile if config and config.profile else "baseline")
-    report = validate_paths(args.paths, profile=profile, config=config, jobs=args.jobs)
+    try:
+        report = validate_paths(args.paths, profile=profile, config=config, jobs=args.jobs)
+    except UsageError as exc:
+        if args.fmt == "sarif":
+            # A SARIF consumer must see a failed analysis, not an empty (or clean) one.
+            from ..reporters.sarif import render_failed
+
+            sys.stdout.write(render_failed(str(exc), tool="validate"))
+        raise
     sys.stdout.write(REPORTERS[args.fmt](report, tool="validate"))
     return report.exit_code(Severity(args.fail_on))

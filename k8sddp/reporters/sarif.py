@@ -25,7 +25,7 @@ from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION, RULES, Layer, Rule, rules_for
 from ..findings import Finding, Report, Severity
 
-__all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "render"]
+__all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "render", "render_failed"]
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -179,3 +179,23 @@ def render(report: Report, *, tool: str) -> str:
     GitHub need a region).
     """
     return json.dumps(build(report, tool=tool), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_failed(message: str, *, tool: str) -> str:
+    """A SARIF 2.1.0 log for a run that could not check anything (exit 2: usage, unreadable input).
+
+    One run with no results whose only invocation has ``executionSuccessful: false`` and an error
+    ``toolExecutionNotifications`` entry carrying ``message`` (SARIF 2.1.0 sections 3.20.14 and
+    3.20.21), so a consumer shows a failed analysis rather than a clean one, or an unreadable file.
+
+    Args:
+        message: what went wrong, as validate printed it.
+        tool: the command (``validate`` or ``lint``), as for :func:`render`.
+    """
+    log = build(Report(), tool=tool)
+    run = log["runs"][0]
+    run["invocations"] = [{
+        "executionSuccessful": False,
+        "toolExecutionNotifications": [{"level": "error", "message": {"text": message or "k8sddp failed"}}],
+    }]
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,277 @@
+"""The project-wide analysis: walks every function until the call graph's facts settle.
+
+The first round walks every function of the project (:class:`~k8sddp.lint.flow.Walker`); later
+rounds re-walk the functions whose inputs changed, with what the previous round learned: the values callers pass to each parameter (joined over call sites),
+the attributes methods store on ``self``, the module globals, and each function's summary (its
+return value and the collectives it runs). Rounds stop when nothing changes (at most
+:data:`MAX_ROUNDS`). Afterwards :meth:`Analyzer.context` says which rank classes can run a
+function, from the guards around its call sites.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import TypeVar
+
+from . import knowledge as K
+from .events import Summary
+from .flow import Walker, local_names, loop_carried
+from .project import FuncInfo, Module, Project, dotted
+from .values import ALL, LZ, UNIFORM, Val, Z, join
+
+__all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
+
+#: Rounds of the fixed point; call chains deeper than this lose precision, never soundness of
+#: termination.
+MAX_ROUNDS = 8
+_K = TypeVar("_K")
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSite:
+    """One call of a project function: the caller, and the classes/guards it runs under."""
+
+    caller: str
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    node: ast.AST
+    caller_path: str
+    cause_is_exit: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """Who can run a function: classes, an unknown-shape rank condition, the guard that
+    restricts it (for messages), and whether any caller is known at all."""
+
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    cause_path: str
+    called: bool
+    cause_is_exit: bool = False
+
+
+def _changed_names(old: dict[_K, dict[str, Val]], new: dict[_K, dict[str, Val]]) -> dict[_K, set[str]]:
+    """Per table key, the names whose value differs between ``old`` and ``new``."""
+    out: dict[_K, set[str]] = {}
+    for key in set(old) | set(new):
+        a, b = old.get(key, {}), new.get(key, {})
+        names = {n for n in set(a) | set(b) if a.get(n) != b.get(n)}
+        if names:
+            out[key] = names
+    return out
+
+
+class Analyzer:
+    """Runs the rounds over a :class:`~k8sddp.lint.project.Project`."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.summaries: dict[str, Summary] = {}
+        self.param_vals: dict[str, dict[str, Val]] = {}
+        self.callsites: dict[str, list[CallSite]] = {}
+        self.class_attrs: dict[tuple[str, str], dict[str, Val]] = {}
+        self.module_env: dict[str, dict[str, Val]] = {}
+        self.spawn_targets: set[str] = set()
+        self.walkers: dict[str, Walker] = {}
+        self._ctx: dict[str, Context] = {}
+        self._locals: dict[str, set[str]] = {}
+        self._carried: dict[int, bool] = {}
+        #: functions skipped because their expressions nest too deeply to walk
+        self.too_deep: set[str] = set()
+
+    def loop_carried(self, loop: ast.AST) -> bool:
+        """Whether ``loop`` carries values between iterations (cached per loop node)."""
+        key = id(loop)
+        if key not in self._carried:
+            self._carried[key] = loop_carried(loop)
+        return self._carried[key]
+
+    def local_names(self, f: FuncInfo) -> set[str]:
+        """The local names of ``f`` (cached)."""
+        if f.key not in self._locals:
+            self._locals[f.key] = local_names(f.node)
+        return self._locals[f.key]
+
+    # -- facts the walker asks for ---------------------------------------------------------
+    def decorators(self, f: FuncInfo) -> list[str]:
+        """Terminal names of ``f``'s decorators."""
+        if isinstance(f.node, ast.Module):
+            return []
+        out = []
+        for d in f.node.decorator_list:
+            node = d.func if isinstance(d, ast.Call) else d
+            name = dotted(node, f.module.aliases) or ""
+            out.append(name.split(".")[-1])
+        return out
+
+    def entry_mask(self, f: FuncInfo) -> int:
+        """Classes that run ``f``'s body when it is called (decorators such as
+        ``@rank_zero_only`` restrict it)."""
+        decs = set(self.decorators(f))
+        if decs & K.RANK_ZERO_DECORATORS:
+            return Z
+        if decs & K.RANK_LOCAL_ZERO_DECORATORS:
+            return Z | LZ
+        return ALL
+
+    def is_rank_zero_only(self, f: FuncInfo) -> bool:
+        """True when ``f`` runs on a subset of ranks by decoration (its body is checked alone)."""
+        return self.entry_mask(f) != ALL
+
+    def is_lightning(self, f: FuncInfo) -> bool:
+        """True for methods of a LightningModule subclass."""
+        if not f.cls:
+            return False
+        return any(b.split(".")[-1] == "LightningModule" for b in f.module.class_bases.get(f.cls, []))
+
+    def param_vals_for(self, f: FuncInfo) -> dict[str, Val]:
+        """Initial values of ``f``'s parameters: what callers pass (joined), else a seed from the
+        parameter's name for entry points (``rank``, ``local_rank``), or the rank for the first
+        parameter of an ``mp.spawn`` target."""
+        joined = self.param_vals.get(f.key)
+        out: dict[str, Val] = {}
+        for i, p in enumerate(f.params):
+            if i == 0 and f.cls and p in ("self", "cls"):
+                continue
+            v = joined.get(p) if joined is not None else None
+            if f.key in self.spawn_targets and i == 0:
+                v = Val(prank="rank")
+            elif v is None and joined is None and p in K.RANK_PARAMS:
+                v = Val(prank=K.RANK_PARAMS[p])
+            v = v or UNIFORM
+            out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
+        return out
+
+    def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:
+        """Remember one call of ``f`` in ``walker`` (its argument values and the guards around it)."""
+        if walker.silent:
+            return
+        walker.calls.append((f.key, mapping, (walker.mask, walker.many, walker.cause, walker.cause_is_exit)))
+
+    # -- the rounds --------------------------------------------------------------------------
+    def all_modules(self) -> list[Module]:
+        """Every module known so far (linted and imported)."""
+        mods = list(self.project.modules.values())
+        mods += [m for m in self.project._by_file.values() if m is not None and m not in mods]
+        return mods
+
+    def functions(self) -> list[FuncInfo]:
+        """Every function of every module known so far (linted and imported)."""
+        seen: list[FuncInfo] = []
+        for m in self.all_modules():
+            seen.extend(m.all_functions())
+        return seen
+
+    def reached_from(self, f: FuncInfo, modules: set[str]) -> bool:
+        """True when ``f`` lives in one of ``modules`` or is called (transitively) from one."""
+        todo, seen = [f.key], set()
+        while todo:
+            key = todo.pop()
+            if key in seen:
+                continue
+            seen.add(key)
+            if key.rsplit("::", 1)[0] in modules:
+                return True
+            todo.extend(s.caller for s in self.callsites.get(key, []))
+        return False
+
+    def run(self) -> None:
+        """Iterate to a fixed point (or :data:`MAX_ROUNDS`), re-walking only the functions whose
+        inputs changed: their parameters' values, a callee's summary, their module's globals, or
+        their class's attributes."""
+        dirty = self.functions()
+        for _ in range(MAX_ROUNDS):
+            changed_summaries: set[str] = set()
+            for f in dirty:
+                w = Walker(self, f, self.entry_mask(f))
+                try:
+                    w.run()
+                except RecursionError:  # expressions nested thousands deep: skip the function
+                    self.too_deep.add(f.key)
+                    w = Walker(self, f, self.entry_mask(f))
+                self.walkers[f.key] = w
+                colls = [e for e in w.events if e.kind == "coll"]
+                summ = Summary(
+                    ret=w.return_val(),
+                    sig=tuple(e.op for e in colls)[:8],
+                    first=(colls[0].detail, colls[0].line) if colls else ("", 0),
+                    reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
+                    writes=tuple(sorted(p for k, p in w.param_io if k == "write")),
+                )
+                if self.summaries.get(f.key) != summ:
+                    changed_summaries.add(f.key)
+                self.summaries[f.key] = summ
+            params, sites, attrs, menv = self._aggregate()
+            changed_attrs = _changed_names(self.class_attrs, attrs)
+            changed_env = _changed_names(self.module_env, menv)
+            self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
+            dirty = []
+            for f in self.functions():
+                prev = self.walkers.get(f.key)
+                if (
+                    prev is None
+                    or (not isinstance(f.node, ast.Module) and self.param_vals_for(f) != prev.bindings)
+                    or bool(prev.global_reads & changed_env.get(f.module.path, set()))
+                    or bool(prev.attr_reads & changed_attrs.get((f.module.path, f.cls), set()))
+                    or any(callee in changed_summaries for callee, _, _ in prev.calls)
+                ):
+                    dirty.append(f)
+            if not dirty:
+                break
+        self._ctx = {}
+
+    def _aggregate(self) -> tuple[
+        dict[str, dict[str, Val]], dict[str, list[CallSite]],
+        dict[tuple[str, str], dict[str, Val]], dict[str, dict[str, Val]],
+    ]:
+        params: dict[str, dict[str, Val]] = {}
+        sites: dict[str, list[CallSite]] = {}
+        attrs: dict[tuple[str, str], dict[str, Val]] = {}
+        menv: dict[str, dict[str, Val]] = {}
+        for w in self.walkers.values():
+            for callee, mapping, (mask, many, cause, by_exit) in w.calls:
+                table = params.setdefault(callee, {})
+                for p, v in mapping.items():
+                    table[p] = join(table[p], v) if p in table else v
+                sites.setdefault(callee, []).append(
+                    CallSite(w.func.key, mask, many, cause, w.func.node, w.mod.path, by_exit))
+            if w.attr_stores:
+                table = attrs.setdefault((w.mod.path, w.func.cls), {})
+                for a, v in w.attr_stores.items():
+                    table[a] = join(table[a], v) if a in table else v
+            if w.menv_stores:
+                menv.setdefault(w.mod.path, {}).update(w.menv_stores)
+        return params, sites, attrs, menv
+
+    def context(self, f: FuncInfo) -> Context:
+        """Which rank classes can run ``f`` (the union over its call sites of the classes at the
+        call site that can run the caller)."""
+        return self._context(f.key, set())
+
+    def _context(self, key: str, stack: set[str]) -> Context:
+        if key in self._ctx:
+            return self._ctx[key]
+        sites = self.callsites.get(key)
+        if not sites or key in stack:
+            return Context(ALL, None, None, "", bool(sites))
+        stack = stack | {key}
+        mask = 0
+        many: ast.AST | None = None
+        cause: ast.AST | None = None
+        cause_path = ""
+        by_exit = False
+        for s in sites:
+            c = self._context(s.caller, stack)
+            mask |= s.mask & c.mask
+            many = many or s.many or c.many
+            if cause is None and (s.cause is not None or c.cause is not None):
+                cause = s.cause if s.cause is not None else c.cause
+                cause_path = s.caller_path if s.cause is not None else c.cause_path
+                by_exit = s.cause_is_exit if s.cause is not None else c.cause_is_exit
+        out = Context(mask, many, cause, cause_path, True, by_exit)
+        self._ctx[key] = out
+        return out

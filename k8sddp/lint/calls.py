@@ -1,0 +1,461 @@
+"""Call classification: what a call does to ranks, collectives and files.
+
+A call is, in this order: a function of the linted project (followed through its summary), an
+environment read of a rank variable, a rank source (``get_rank()``), a torch.distributed
+collective, a distributed checkpoint, a DDP/FSDP wrap, a forward or backward through a wrapped
+model, a framework method that is collective (``accelerator.wait_for_everyone()``), a known
+helper (``reduce_dict``), a file write or read, or an ordinary call whose value is computed from
+its arguments. Tables: :mod:`k8sddp.lint.knowledge`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import TYPE_CHECKING
+
+from . import knowledge as K
+from .exprs import ExprEval, env_key, env_name
+from .values import UNIFORM, Val, join, join_kind
+
+if TYPE_CHECKING:
+    from .analyzer import Analyzer
+    from .events import Event
+    from .project import FuncInfo
+
+__all__ = ["CallMixin"]
+
+_PURE_METHODS = frozenset(
+    {"format", "join", "replace", "get", "split", "rsplit", "strip", "lower", "upper", "zfill",
+     "startswith", "endswith", "joinpath", "with_name", "with_suffix", "__truediv__"}
+)
+_RECV_METHODS = frozenset(
+    {"to", "cuda", "cpu", "detach", "item", "float", "half", "bfloat16", "clone", "contiguous",
+     "tolist", "numpy", "long", "int", "bool", "squeeze", "unsqueeze", "view", "reshape"}
+)
+_NO_VALUE_CALLS = frozenset(
+    {"torch.device", "torch.cuda.set_device", "torch.cuda.device", "torch.manual_seed", "print",
+     "torch.cuda.manual_seed", "random.seed", "numpy.random.seed", "logging.info", "isinstance",
+     "hasattr", "callable", "id", "type", "torch.set_default_device"}
+)
+_MODEL_WORDS = ("model", "net", "module", "encoder", "decoder", "policy", "gpt", "transformer",
+                "unet", "vae", "critic", "actor", "backbone", "llm", "classifier", "ddp")
+_NOT_MODEL_WORDS = ("optim", "loader", "sched", "data", "opt")
+_EXCLUDED_ROOTS = ("torch", "numpy", "jax", "tensorflow", "cupy", "math", "tqdm", "horovod", "scipy")
+_FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers")
+
+
+def _model_like(node: ast.expr) -> bool:
+    name = (env_key(node) or "").split(".")[-1].lower()
+    return any(w in name for w in _MODEL_WORDS) and not any(w in name for w in _NOT_MODEL_WORDS)
+
+
+def _terminal(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        return _terminal(node.func)
+    return ""
+
+
+def _arg(node: ast.Call, index: int, name: str) -> ast.expr | None:
+    for k in node.keywords:
+        if k.arg == name:
+            return k.value
+    if 0 <= index < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[: index + 1]):
+        return node.args[index]
+    return None
+
+
+class CallMixin(ExprEval):
+    """The call half of the walker; see the module docstring."""
+
+    an: Analyzer
+    events: list[Event]
+    mask: int
+    many: ast.AST | None
+    silent: int
+    uses_rank: bool
+    param_io: set[tuple[str, str]]
+    file_objects: set[str]
+
+    def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:  # pragma: no cover
+        """Record an event (see :class:`~k8sddp.lint.events.Event`)."""
+        raise NotImplementedError
+
+    # -- project functions -------------------------------------------------------------------
+    def resolve_target(self, func: ast.expr) -> tuple[FuncInfo | None, bool]:
+        """The project function a call's callee names, and whether ``self`` is bound."""
+        proj = self.an.project
+        if isinstance(func, ast.Name):
+            if func.id in self.env or func.id in self.locals_:
+                return None, False
+            f = proj.resolve_function(self.mod, func.id)
+            if f is not None:
+                return f, False
+            cls = proj.resolve_class(self.mod, func.id)
+            if cls is not None:
+                init = cls[0].classes[cls[1]].get("__init__")
+                return init, True
+            return None, False
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner = func.value.id
+            if owner == "self" and self.func.cls:
+                methods = self.mod.classes.get(self.func.cls, {})
+                if func.attr in methods:
+                    return methods[func.attr], True
+                for base in self.mod.class_bases.get(self.func.cls, []):
+                    found = proj.resolve_class(self.mod, base.split(".")[-1])
+                    if found and func.attr in found[0].classes[found[1]]:
+                        return found[0].classes[found[1]][func.attr], True
+                return None, False
+            if owner in self.env or owner in self.locals_:
+                return None, False
+            target = proj.resolve_module_alias(self.mod, owner)
+            if target is not None and func.attr in target.functions:
+                return target.functions[func.attr], False
+        return None, False
+
+    def project_call(self, node: ast.Call, f: FuncInfo, bound: bool) -> Val:
+        """A call of project function ``f`` (``bound``: ``self`` is implicit): record the
+        arguments for its parameters, emit its collectives as one event, and return its summary's
+        value with the arguments' rank dependence substituted."""
+        params = list(f.params)
+        if bound and params:
+            params = params[1:]
+        mapping: dict[str, Val] = {}
+        for i, arg_node in enumerate(node.args):
+            if isinstance(arg_node, ast.Starred):
+                break
+            if i < len(params):
+                mapping[params[i]] = self.expr(arg_node)
+        for k in node.keywords:
+            v = self.expr(k.value)
+            if k.arg is not None:
+                mapping[k.arg] = v
+        self.an.record_call(f, mapping, self)  # type: ignore[arg-type]
+        summ = self.an.summaries.get(f.key)
+        if summ is None:
+            return UNIFORM
+        if summ.sig and not self.an.is_rank_zero_only(f):
+            desc, line = summ.first
+            where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
+            self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}")
+        for kind, names in (("read", summ.reads), ("cwrite", summ.writes)):
+            for p in names:
+                arg = _arg(node, params.index(p), p) if p in params else None
+                if arg is not None:
+                    self.emit(kind, f"{f.name}", node, path=arg, path_val=mapping.get(p))
+        ret = summ.ret
+        rank, prank = ret.rank, None
+        wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
+        params_out: frozenset[str] = frozenset()
+        for p in ret.params:
+            a = mapping.get(p)
+            if a is None:
+                continue
+            if a.rank:
+                rank = join_kind(rank, ret.prank or a.rank)
+            if a.prank:
+                prank = join_kind(prank, ret.prank or a.prank)
+            wrapped = wrapped or a.wrapped
+            ddp_out = ddp_out or a.ddp_out
+            fw = fw or a.fw
+            params_out |= a.params
+        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group)
+
+    # -- the dispatcher ----------------------------------------------------------------------
+    def call(self, node: ast.Call) -> Val:
+        """Evaluate a call; see the module docstring for the order of the cases."""
+        func = node.func
+        target, bound = self.resolve_target(func)
+        if target is not None:
+            return self.project_call(node, target, bound)
+        recv_node = func.value if isinstance(func, ast.Attribute) else None
+        callee_val = self.lookup(func) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if callee_val is not None and not callee_val.wrapped:
+            callee_val = None
+        recv = self.expr(recv_node) if recv_node is not None and callee_val is None else None
+        args = [self.expr(a) for a in node.args]
+        kws = {k.arg: self.expr(k.value) for k in node.keywords}
+        every = join(*args, *kws.values()) if (args or kws) else UNIFORM
+        q = self._dotted(func) or ""
+        last = _terminal(func)
+
+        if last in K.ITER_PASSTHROUGH and (q == last or q.split(".")[0] in ("tqdm", "builtins")) and args:
+            return args[0].data_only()
+        special = self.known_call(node, q, last, recv_node, recv, callee_val, args, kws)
+        if special is not None:
+            return special
+        self.io_call(node, q, last, recv_node, kws)
+        # ordinary calls: the value is computed from the receiver and (for functions) arguments
+        if recv is not None:
+            if last in _PURE_METHODS:
+                return join(recv, every).data_only()
+            if last in _RECV_METHODS:
+                if recv.wrapped and last in K.WRAPPED_KEEP_METHODS:
+                    return recv
+                return recv.data_only()
+            out = recv.data_only()
+            return Val(out.rank, out.prank, out.params | every.params, None, out.ddp_out or every.ddp_out)
+        if q in _NO_VALUE_CALLS:
+            return UNIFORM
+        if last[:1].isupper() and last not in ("Path", "PurePath", "PosixPath"):
+            return Val(ddp_out=every.ddp_out)
+        return every.data_only()
+
+    def known_call(
+        self, node: ast.Call, q: str, last: str, recv_node: ast.expr | None, recv: Val | None,
+        callee_val: Val | None, args: list[Val], kws: dict[str | None, Val],
+    ) -> Val | None:
+        """Calls the knowledge tables recognise; ``None`` when none applies."""
+        # environment reads
+        if q in ("os.environ.get", "os.getenv", "os.environ.setdefault") and node.args:
+            name = env_name(node.args[0])
+            return Val(rank=K.RANK_ENV[name]) if name in K.RANK_ENV else UNIFORM
+        # launchers: the target's first parameter is the process index
+        if q in K.SPAWN_FUNCTIONS or (last in ("spawn", "start_processes") and "multiprocessing" in q):
+            fn = _arg(node, 0, "fn")
+            if isinstance(fn, ast.Name):
+                f = self.an.project.resolve_function(self.mod, fn.id)
+                if f is not None:
+                    self.an.spawn_targets.add(f.key)
+            return UNIFORM
+        root = q.split(".")[0]
+        is_torch_dist = q.startswith(K.TORCH_DIST_PREFIXES) and q.count(".") >= 2
+        if last in K.RANK_FUNCTIONS and root not in _EXCLUDED_ROOTS[1:]:
+            if last == "get_rank" and (node.args or node.keywords):
+                return Val(rank="other")
+            if last == "is_primary" and any(k.arg == "local" for k in node.keywords):
+                return Val(rank="lzero")  # timm: is_primary(args, local=True)
+            return Val(rank=K.RANK_FUNCTIONS[last])
+        if last in K.UNIFORM_FUNCTIONS:
+            if last in ("is_initialized", "is_dist_avail_and_initialized", "is_torchelastic_launched"):
+                return Val(distflag=1)
+            return UNIFORM
+        # torch.distributed collectives and point-to-point receives
+        if is_torch_dist and q.split(".")[-2] in ("distributed", "distributed_c10d", "c10d"):
+            if last in K.TORCH_COLLECTIVES:
+                return self.torch_collective(node, last, kws)
+            if last in ("recv", "irecv"):
+                self.inplace(node, K.RANKED_INPLACE[last], "other")
+            if last in ("init_process_group", "init_device_mesh"):
+                return UNIFORM
+        if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
+            self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
+            return UNIFORM
+        if q in K.DDP_WRAPPERS or q in K.FSDP_WRAPPERS or last in ("DistributedDataParallel", "FullyShardedDataParallel"):
+            kind = "fsdp" if (q in K.FSDP_WRAPPERS or last == "FullyShardedDataParallel") else "ddp"
+            self.emit("coll", kind + "-init", node, detail=f"the {kind.upper()} constructor (it broadcasts parameters from rank 0)")
+            return Val(wrapped=kind)
+        if q in K.FSDP_INPLACE or (last == "fully_shard" and (q == last or q.startswith("torch."))):
+            self.emit("coll", "fsdp-init", node, detail="fully_shard()")
+            if node.args:
+                key = env_key(node.args[0])
+                if key:
+                    self.env[key] = Val(wrapped="fsdp")
+            return Val(wrapped="fsdp")
+        if q in ("torch.compile",) and args:
+            return args[0]
+        # forward through a wrapped model
+        if callee_val is not None and callee_val.wrapped:
+            self.emit("coll", "forward", node, detail=f"a forward through the {callee_val.wrapped.upper()}-wrapped model `{ast.unparse(node.func)}`")
+            return Val(ddp_out=True)
+        if recv is not None and recv.wrapped:
+            if last == "forward":
+                self.emit("coll", "forward", node, detail=f"a forward through the {recv.wrapped.upper()}-wrapped model")
+                return Val(ddp_out=True)
+            if recv.wrapped == "fsdp" and last in K.FSDP_COLLECTIVE_METHODS:
+                self.emit("coll", "fsdp." + last, node, detail=f"FSDP {last}() (it all-gathers the shards)")
+                return UNIFORM
+            if recv.wrapped == "engine" and last in K.FRAMEWORK_COLLECTIVES["engine"]:
+                self.emit("coll", "engine." + last, node, detail=f"the DeepSpeed engine's {last}()")
+                return UNIFORM
+        # backward of a loss computed through a wrapped model
+        if last == "backward" and recv is not None and recv.ddp_out and recv.fw is None:
+            self.emit("coll", "backward", node, detail="a backward through the DDP/FSDP-wrapped model (gradient all-reduce)")
+            return UNIFORM
+        if q == "torch.autograd.backward" and args and args[0].ddp_out:
+            self.emit("coll", "backward", node, detail="a backward through the DDP/FSDP-wrapped model (gradient all-reduce)")
+            return UNIFORM
+        # frameworks
+        fw = recv.fw if recv is not None else None
+        if fw is None and recv_node is not None:
+            fw = K.FRAMEWORK_NAMES.get(_terminal(recv_node))
+        if fw and last in K.FRAMEWORK_COLLECTIVES.get(fw, frozenset()):
+            op = "barrier" if last in ("wait_for_everyone", "barrier") else f"{fw}.{last}"
+            recv_text = ast.unparse(recv_node) if recv_node is not None else fw
+            self.emit("coll", op, node, detail=f"{recv_text}.{last}()")
+            if last in ("prepare", "setup"):
+                return Val(wrapped="ddp") if len(node.args) == 1 and _model_like(node.args[0]) else UNIFORM
+            return UNIFORM
+        if isinstance(recv_node, ast.Name) and recv_node.id == "self" and self.an.is_lightning(self.func):
+            if last == "all_gather":
+                self.emit("coll", "all_gather", node, detail="self.all_gather()")
+                return UNIFORM
+            if last in ("log", "log_dict"):
+                for k in node.keywords:
+                    if k.arg == "sync_dist" and not (isinstance(k.value, ast.Constant) and not k.value.value):
+                        self.emit("coll", "all_reduce", node, detail=f"self.{last}(..., sync_dist=True) (an all-reduce)")
+        if last in K.FRAMEWORK_CONSTRUCTORS and (q == last or root in _FW_ROOTS or root in ("L", "pl")):
+            return Val(fw=K.FRAMEWORK_CONSTRUCTORS[last])
+        if q == "deepspeed.initialize":
+            self.emit("coll", "deepspeed.initialize", node, detail="deepspeed.initialize()")
+            return Val(wrapped="engine", fw="engine")
+        # well-known helpers copied between training repos, when their source is not linted
+        if last in K.GENERIC_COLLECTIVE_HELPERS and self.helper_callee(node.func, q):
+            self.emit("coll", K.GENERIC_COLLECTIVE_HELPERS[last], node, detail=f"{ast.unparse(node.func)}()")
+            return UNIFORM if last in K.GENERIC_UNIFORM_HELPERS else join(*args).data_only()
+        return None
+
+    def helper_callee(self, func: ast.expr, q: str) -> bool:
+        """True when ``func`` names a helper function (not a method of some local object)."""
+        if q.split(".")[0] in _EXCLUDED_ROOTS:
+            return False
+        last = _terminal(func)
+        if isinstance(func, ast.Name):
+            return True
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner = func.value.id
+            if owner in self.env or owner in self.locals_ or owner == "self":
+                return False
+            if last == "synchronize":
+                return owner in ("comm", "utils", "dist_utils", "misc", "distributed")
+            return owner in self.mod.aliases
+        return False
+
+    def torch_collective(self, node: ast.Call, last: str, kws: dict[str | None, Val]) -> Val:
+        """A ``torch.distributed`` collective: emit it (with its group's membership keys) and
+        apply its in-place result (uniform or per-rank)."""
+        op = {"monitored_barrier": "barrier", "new_subgroups": "new_group",
+              "new_subgroups_by_enumeration": "new_group"}.get(last, last)
+        group_node = _arg(node, 0 if last in ("barrier", "monitored_barrier") else -1, "group")
+        keys: set[str] = set()
+        if group_node is not None:
+            keys.add(ast.unparse(group_node))
+            keys |= self.expr(group_node).group
+        self.emit("coll", op, node, detail=f"dist.{last}()", group_keys=frozenset(keys))
+        if last in K.UNIFORM_INPLACE:
+            self.inplace(node, K.UNIFORM_INPLACE[last], None)
+        elif last in K.RANKED_INPLACE:
+            self.inplace(node, K.RANKED_INPLACE[last], "other")
+        if last == "new_group":
+            ranks = _arg(node, 0, "ranks")
+            gk: set[str] = set()
+            if ranks is not None:
+                gk.add(ast.unparse(ranks))
+                gk |= {n.id for n in ast.walk(ranks) if isinstance(n, ast.Name) and n.id != "rank"}
+            return Val(group=frozenset(gk) or frozenset({"<new_group>"}))
+        return UNIFORM
+
+    def inplace(self, node: ast.Call, index: int, kind: str | None) -> None:
+        """A collective wrote its result into argument ``index``: rebind its rank kind."""
+        if index >= len(node.args):
+            return
+        targets = [node.args[index]]
+        if isinstance(targets[0], ast.IfExp):  # gather(t, out if rank == 0 else None)
+            targets = [targets[0].body, targets[0].orelse]
+        for target in targets:
+            if isinstance(target, ast.Subscript):
+                target = target.value
+            self._rebind(target, kind)
+
+    def _rebind(self, target: ast.expr, kind: str | None) -> None:
+        key = env_key(target)
+        if key is None:
+            return
+        cur = self.env.get(key) or self.lookup(target) or UNIFORM
+        # the collective's doing: the same on every rank again (no longer per-rank data), or not
+        self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None,
+                                            synced=kind is None)
+
+    def tuple_parts(self, node: ast.expr | None, n: int) -> list[Val] | None:
+        """Element-wise values of a call that returns a tuple (``accelerator.prepare``,
+        ``fabric.setup``, ``deepspeed.initialize``), or ``None``."""
+        if not isinstance(node, ast.Call):
+            return None
+        last = _terminal(node.func)
+        q = self._dotted(node.func) or ""
+        if q == "deepspeed.initialize":
+            return [Val(wrapped="engine", fw="engine")] + [UNIFORM] * (n - 1)
+        recv_node = node.func.value if isinstance(node.func, ast.Attribute) else None
+        if last in ("prepare", "setup") and recv_node is not None:
+            self.silent += 1
+            try:
+                rv = self.expr(recv_node)
+                fw = rv.fw or K.FRAMEWORK_NAMES.get(_terminal(recv_node))
+                if fw not in ("accelerator", "fabric"):
+                    return None
+                out = []
+                for i in range(n):
+                    a = node.args[i] if i < len(node.args) else None
+                    if a is None:
+                        out.append(UNIFORM)
+                    elif _model_like(a) or (fw == "fabric" and i == 0):
+                        out.append(Val(wrapped="ddp"))
+                    else:
+                        out.append(self.expr(a).data_only())
+                return out
+            finally:
+                self.silent -= 1
+        return None
+
+    # -- IO ----------------------------------------------------------------------------------
+    def io_call(self, node: ast.Call, q: str, last: str, recv_node: ast.expr | None, kws: dict[str | None, Val]) -> None:
+        """Record file writes, tracker starts and file reads."""
+        if q in K.SAFE_WRITERS or last in K.SAFE_WRITERS:
+            return
+        path: ast.expr | None = None
+        if q in K.WRITE_CALLS:
+            idx, name = K.WRITE_CALLS[q]
+            path = _arg(node, idx, name)
+            if path is not None and (env_key(path) in self.file_objects or (
+                    isinstance(path, ast.Call) and _terminal(path.func) in K.FILE_OBJECT_CALLS)):
+                return  # a file object or buffer: its open() is checked itself
+            self.io_event("write", q, node, path)
+            return
+        if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and q.endswith("Path.open")):
+            mode_node = _arg(node, 1, "mode") if q != "Path.open" else _arg(node, 0, "mode")
+            mode = mode_node.value if isinstance(mode_node, ast.Constant) and isinstance(mode_node.value, str) else "r"
+            path = _arg(node, 0, "file")
+            if path is not None and ast.unparse(path) in ("os.devnull", "'/dev/null'"):
+                return
+            self.io_event("write" if any(c in mode for c in "wax+") else "read", "open", node, path)
+            return
+        if last in K.WRITE_METHODS and recv_node is not None:
+            if last == "save_pretrained":
+                if any(k.arg == "is_main_process" for k in node.keywords):
+                    return
+                path = _arg(node, 0, "save_directory")
+            elif last.startswith("to_"):
+                path = _arg(node, 0, "path_or_buf")
+            else:
+                path = recv_node
+            self.io_event("write", last, node, path)
+            return
+        if q in K.TRACKER_CALLS or last == "SummaryWriter":
+            path = _arg(node, 0, "log_dir")
+            every = join(*(self.expr(a) for a in node.args), *(self.expr(k.value) for k in node.keywords))
+            self.io_event("tracker", q or last, node, path, every)
+            return
+        if q in K.READ_CALLS:
+            idx, name = K.READ_CALLS[q]
+            self.io_event("read", q, node, _arg(node, idx, name))
+            return
+        if last in K.READ_METHODS and recv_node is not None:
+            path = recv_node if last.startswith("read_") else _arg(node, 0, "pretrained_model_name_or_path")
+            self.io_event("read", last, node, path)
+
+    def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None) -> None:
+        """Emit a file event for ``path`` (its value decides whether the name is per-rank)."""
+        if isinstance(path, ast.Name) and path.id in self.func.params and kind in ("read", "write"):
+            self.param_io.add((kind, path.id))
+        if val is None:
+            self.silent += 1
+            try:
+                val = self.expr(path) if path is not None else UNIFORM
+            finally:
+                self.silent -= 1
+        self.emit(kind, op, node, path=path, path_val=val)

@@ -1,0 +1,282 @@
+"""The lint run: files in, :class:`~k8sddp.findings.Report` out.
+
+Steps: collect the Python files under the given paths; parse each (a ``SyntaxError`` is a
+located KDP500 finding, not a traceback); index them as one project (imports of project code are
+followed, :mod:`k8sddp.lint.project`); run the rank analysis to a fixed point
+(:mod:`k8sddp.lint.analyzer`); apply the rules; drop what the configuration deselects; mark what
+``# noqa`` silences as exempted; optionally apply the safe fixes and lint again.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import os
+import re
+import sys
+import tokenize
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..catalogue import get_rule
+from ..errors import UsageError
+from ..findings import Finding, Report, Severity
+from .analyzer import Analyzer
+from .config import LintConfig, find_config, load_config
+from .events import Raw
+from .fix import fix_timeouts, write_atomic
+from .project import Module, Project, build_module, read_source
+from .rules_forward import check_forward
+from .rules_io import check_io
+from .rules_misc import check_misc
+from .rules_sync import check_sync
+from .suppress import noqa_lines
+
+__all__ = ["LintResult", "SKIP_DIRS", "collect_files", "lint_paths", "lint_sources"]
+
+#: Folders never descended into when a folder is linted.
+SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "build", "dist"})
+_DIST_MARKERS = re.compile(
+    r"torch\.distributed|torch import distributed|init_process_group|DistributedDataParallel|"
+    r"FullyShardedDataParallel|\baccelerate\b|\blightning\b|pytorch_lightning|deepspeed|"
+    r"LOCAL_RANK|[\"']RANK[\"']|torch_xla|horovod|get_rank\b|is_main_process|is_global_zero|"
+    r"torch\.multiprocessing|world_size|WORLD_SIZE"
+)
+
+
+@dataclasses.dataclass
+class LintResult:
+    """The outcome of :func:`lint_paths`.
+
+    Attributes:
+        report: findings (exempted ones included, as ``info``) and counts.
+        fixed: number of fixes written (``--fix``).
+        fixed_files: files rewritten by ``--fix``.
+    """
+
+    report: Report
+    fixed: int = 0
+    fixed_files: list[str] = dataclasses.field(default_factory=list)
+
+
+def collect_files(paths: Sequence[str], config: LintConfig | None = None) -> list[str]:
+    """Expand ``paths`` (files, folders, ``-``) into the files to lint, in a stable order.
+
+    A folder yields its ``*.py`` files, skipping hidden folders, :data:`SKIP_DIRS` and the
+    configuration's ``exclude`` globs; a file named explicitly is always linted.
+
+    Raises:
+        UsageError: a path that does not exist or cannot be read (exit 2).
+    """
+    out: list[str] = []
+    for raw in paths:
+        if raw == "-":
+            out.append("-")
+            continue
+        p = Path(raw)
+        if p.is_dir():
+            cfg = config or _config_for(p)
+            for dirpath, dirnames, filenames in os.walk(p):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
+                                     and not cfg.excluded(os.path.join(dirpath, d) + "/"))
+                for name in sorted(filenames):
+                    if name.endswith(".py"):
+                        f = os.path.join(dirpath, name)
+                        if not cfg.excluded(f):
+                            out.append(f)
+        elif p.exists():
+            if not os.access(p, os.R_OK):
+                raise UsageError(f"{raw}: permission denied")
+            out.append(raw)
+        else:
+            raise UsageError(f"{raw}: no such file or directory")
+    return list(dict.fromkeys(out))
+
+
+_CONFIGS: dict[str, LintConfig] = {}
+
+
+def _config_for(path: Path) -> LintConfig:
+    found = find_config(path)
+    if found is None:
+        return LintConfig()
+    key = str(found)
+    if key not in _CONFIGS:
+        _CONFIGS[key] = load_config(found)
+    return _CONFIGS[key]
+
+
+def _parse(name: str, data: bytes) -> tuple[Module | None, str, Raw | None]:
+    try:
+        text = read_source(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+        return None, "", Raw("KDP500", 1, 0, f"cannot decode the file as Python source: {exc}")
+    try:
+        tree = ast.parse(text, filename=name)
+    except SyntaxError as exc:
+        msg = exc.msg or "invalid syntax"
+        return None, text, Raw("KDP500", exc.lineno or 1, exc.offset or 0, f"SyntaxError: {msg}")
+    except (ValueError, RecursionError) as exc:
+        return None, text, Raw("KDP500", 1, 0, f"cannot parse: {exc}")
+    return build_module(name, text, tree), text, None
+
+
+def lint_sources(
+    sources: Iterable[tuple[str, bytes]], *, root: Path, configs: dict[str, LintConfig],
+) -> tuple[Report, dict[str, tuple[Module, list[Raw]]]]:
+    """Lint already-read files as one project.
+
+    Args:
+        sources: (file name, raw bytes) pairs.
+        root: project root for resolving imports of project code.
+        configs: file name -> its configuration.
+
+    Returns:
+        The report, and per parsed file its module and the kept findings (for fixes).
+    """
+    project = Project(root)
+    report = Report()
+    raws: dict[str, list[Raw]] = {}
+    texts: dict[str, str] = {}
+    order: list[str] = []
+    for name, data in sources:
+        order.append(name)
+        report.files += 1
+        report.documents += 1
+        mod, text, err = _parse(name, data)
+        texts[name] = text
+        if err is not None:
+            raws[name] = [err]
+            continue
+        assert mod is not None
+        project.add(mod)
+        report.checked += 1
+    analyzer = Analyzer(project)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 6000))
+    try:
+        analyzer.run()
+    finally:
+        sys.setrecursionlimit(limit)
+    if analyzer.too_deep:
+        report.skipped["function nested too deeply to analyse"] += len(analyzer.too_deep)
+    kept: dict[str, tuple[Module, list[Raw]]] = {}
+    dist_modules = {m.path for m in analyzer.all_modules() if _DIST_MARKERS.search(m.source)}
+    for name, mod in project.modules.items():
+        found: list[Raw] = []
+        for f in mod.all_functions():
+            w = analyzer.walkers.get(f.key)
+            if w is None:
+                continue
+            found.extend(check_sync(w))
+            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules)))
+        found.extend(check_misc(mod, project))
+        found.extend(check_forward(mod))
+        raws[name] = found
+    for name in order:
+        cfg = configs.get(name, LintConfig())
+        uniq: dict[tuple[str, int, int], Raw] = {}
+        for r in raws.get(name, []):
+            if cfg.enabled(r.rule_id, name):
+                uniq.setdefault((r.rule_id, r.line, r.col), r)
+        silenced = noqa_lines(texts.get(name, ""))
+        ordered = sorted(uniq.values(), key=lambda r: (r.line, r.col, r.rule_id))
+        shown = "<stdin>" if name == "-" else name
+        active: list[Raw] = []
+        for r in ordered:
+            rule = get_rule(r.rule_id)
+            codes = silenced.get(r.line, frozenset())
+            if r.line in silenced and (codes is None or r.rule_id in codes):
+                report.findings.append(Finding(r.rule_id, Severity.INFO, r.message, shown, r.line, r.col,
+                                               exempted_by="# noqa"))
+                continue
+            active.append(r)
+            report.findings.append(Finding(r.rule_id, rule.severity, r.message, shown, r.line, r.col))
+        if name in project.modules:
+            kept[name] = (project.modules[name], active)
+    return report, kept
+
+
+def _read_all(files: list[str]) -> list[tuple[str, bytes]]:
+    out = []
+    for f in files:
+        if f == "-":
+            out.append(("-", sys.stdin.buffer.read()))
+            continue
+        try:
+            out.append((f, Path(f).read_bytes()))
+        except IsADirectoryError as exc:  # pragma: no cover - collect_files expands folders
+            raise UsageError(f"{f}: is a directory") from exc
+        except PermissionError as exc:
+            raise UsageError(f"{f}: permission denied") from exc
+        except OSError as exc:
+            raise UsageError(f"{f}: cannot read: {exc.strerror or exc}") from exc
+    return out
+
+
+def _root(paths: Sequence[str], config: LintConfig | None) -> Path:
+    if config is not None and config.root is not None:
+        return config.root
+    real = [Path(p).resolve() for p in paths if p != "-"]
+    if not real:
+        return Path.cwd()
+    dirs = [p if p.is_dir() else p.parent for p in real]
+    return Path(os.path.commonpath([str(d) for d in dirs]))
+
+
+def lint_paths(
+    paths: Sequence[str], *, config_file: str | None = None, select: list[str] | None = None,
+    ignore: list[str] | None = None, fix: bool = False,
+) -> LintResult:
+    """Lint files and folders (``-`` reads standard input).
+
+    Args:
+        paths: files, folders, or ``-``.
+        config_file: a ``pyproject.toml`` to use instead of discovery.
+        select: rule id prefixes overriding the configuration's ``select``.
+        ignore: rule id prefixes added to the configuration's ``ignore``.
+        fix: apply the safe fixes in place, then lint again.
+
+    Raises:
+        UsageError: missing or unreadable path, bad configuration, ``--fix`` on standard input.
+    """
+    if not paths:
+        raise UsageError("no paths given")
+    explicit = load_config(Path(config_file)) if config_file else None
+    if explicit is not None and explicit.root is None:  # pragma: no cover
+        explicit = dataclasses.replace(explicit, root=Path(config_file or ".").resolve().parent)
+    files = collect_files(paths, explicit)
+    if fix and "-" in files:
+        raise UsageError("--fix cannot rewrite standard input")
+    configs: dict[str, LintConfig] = {}
+    for f in files:
+        base = explicit or (_config_for(Path(f)) if f != "-" else _config_for(Path.cwd()))
+        configs[f] = base.with_overrides(select, ignore)
+    first_cfg = explicit or (configs[files[0]] if files else None)
+    root = _root(paths, first_cfg)
+    report, kept = lint_sources(_read_all(files), root=root, configs=configs)
+    if not fix:
+        return LintResult(report)
+    fixed = 0
+    fixed_files: list[str] = []
+    for name, (mod, active) in kept.items():
+        calls = [r.fix[1] for r in active if r.fix and r.fix[0] == "timeout" and isinstance(r.fix[1], ast.Call)]
+        if not calls:
+            continue
+        new = fix_timeouts(mod.source, calls, mod.tree)
+        try:
+            ast.parse(new)
+        except SyntaxError:  # pragma: no cover - defensive: never write a broken file
+            continue
+        path = Path(name)
+        encoding = tokenize.detect_encoding(io.BytesIO(path.read_bytes()).readline)[0]
+        try:
+            write_atomic(path, new, encoding)
+        except OSError as exc:
+            raise UsageError(f"{name}: cannot write the fix: {exc.strerror or exc}") from exc
+        fixed += len(calls)
+        fixed_files.append(name)
+    if fixed:
+        report, _ = lint_sources(_read_all(files), root=root, configs=configs)
+    return LintResult(report, fixed, fixed_files)

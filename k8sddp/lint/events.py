@@ -1,0 +1,116 @@
+"""Records the walker leaves behind for the rules: collectives, rank-dependent exits, IO.
+
+Each event carries the set of rank classes that execute it (:mod:`k8sddp.lint.values`), the
+rank-dependent condition or exit that restricted it, and the loops around it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from .values import Val
+
+__all__ = ["Event", "Raw", "Summary"]
+
+
+@dataclasses.dataclass
+class Event:
+    """One thing that happens in a function body, in program order.
+
+    Attributes:
+        kind: ``coll`` (a collective, explicit or implicit, or a call of a function holding
+            one), ``exit`` (return/break/continue/raise/sys.exit under a rank-dependent
+            condition), ``write``/``read`` (file IO), ``cwrite`` (a call of a function that
+            writes the path passed to it), ``tracker`` (experiment tracker or TensorBoard writer).
+        op: for ``coll`` the pairing key (``barrier``, ``all_reduce``, ``forward``, a callee's
+            collective sequence); for ``exit`` the statement kind; for IO the call's name.
+        node: the call or statement.
+        mask: rank classes that execute it (Z|LZ|N bits).
+        many: the rank-dependent condition (or exit) of unknown shape above it, if any.
+        cause: the innermost condition or exit that restricted ``mask`` (None when unrestricted).
+        cause_is_exit: ``cause`` is an exit statement rather than an ``if`` test.
+        loops: the loop statements around it, outermost first.
+        ordered: a ``with main_process_first()``-style item around it, if any.
+        detail: human description of the collective (``dist.barrier``, ``forward through the
+            DDP-wrapped model``, ``evaluate(), which runs ...``).
+        guard_names: names and expressions of the rank conditions above it (subgroup check).
+        group_keys: membership keys of the ``group=`` it runs on (subgroup check).
+        path: the path expression of an IO call, if any.
+        path_val: the value of ``path`` (per-rank names are rank-dependent).
+        seq: its index in the function's event list.
+        one: under a condition true on exactly one rank (``rank == src``).
+    """
+
+    kind: str
+    op: str
+    node: ast.AST
+    mask: int
+    many: ast.AST | None = None
+    cause: ast.AST | None = None
+    cause_is_exit: bool = False
+    loops: tuple[ast.AST, ...] = ()
+    ordered: ast.AST | None = None
+    detail: str = ""
+    guard_names: frozenset[str] = frozenset()
+    group_keys: frozenset[str] = frozenset()
+    path: ast.expr | None = None
+    path_val: Val | None = None
+    seq: int = 0
+    one: bool = False
+
+    @property
+    def line(self) -> int:
+        """1-based line of the event's node."""
+        return int(getattr(self.node, "lineno", 0))
+
+
+@dataclasses.dataclass
+class Summary:
+    """What callers need to know about a function.
+
+    Attributes:
+        ret: the value it returns (joined over its ``return`` statements).
+        sig: the collectives it runs, in order (capped), as pairing keys.
+        first: description and line of its first collective, for messages.
+        reads: parameters it reads a file from (their value is the path).
+        writes: parameters it writes a file to.
+    """
+
+    ret: Val = dataclasses.field(default_factory=Val)
+    sig: tuple[str, ...] = ()
+    first: tuple[str, int] = ("", 0)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Raw:
+    """A finding before configuration, suppressions and the catalogue's texts are applied.
+
+    Attributes:
+        rule_id: catalogue id (``KDP501``).
+        line: 1-based line.
+        col: 1-based column (0 when unknown).
+        message: what is wrong at this place and what to do.
+        fix: a machine-applicable fix, ``("timeout", call_node)``; None when none is safe.
+    """
+
+    rule_id: str
+    line: int
+    col: int
+    message: str
+    fix: tuple[str, ast.AST] | None = None
+
+
+def at(rule_id: str, node: ast.AST, message: str, fix: tuple[str, ast.AST] | None = None) -> Raw:
+    """A :class:`Raw` located at ``node``."""
+    return Raw(rule_id, int(getattr(node, "lineno", 0)), int(getattr(node, "col_offset", -1)) + 1, message, fix)
+
+
+def cond_text(node: ast.AST | None, limit: int = 70) -> str:
+    """Short source text of a condition or statement, for messages."""
+    if node is None:
+        return ""
+    text = ast.unparse(node.test if isinstance(node, (ast.If, ast.While)) else node).split("\n")[0]
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,334 @@
+"""Expression evaluation of the rank-dependence analysis: what each expression's value is.
+
+:class:`ExprEval` is the expression half of the per-function walker (:mod:`k8sddp.lint.flow`):
+names and attributes are looked up in the flow-sensitive environment, rank sources
+(``get_rank()``, ``os.environ["RANK"]``, ``accelerator.is_main_process``) start rank dependence,
+comparisons turn a rank into "am I rank 0", and calls are classified by :mod:`k8sddp.lint.calls`.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import TYPE_CHECKING
+
+from . import knowledge as K
+from .values import ALL, LZ, MANY, UNIFORM, N, Val, Z, classes_of, join, negate_kind, truth_kind
+
+if TYPE_CHECKING:
+    from .project import FuncInfo, Module
+
+__all__ = ["ExprEval", "env_key", "kind_of_mask"]
+
+
+def env_key(node: ast.expr) -> str | None:
+    """The environment key of an assignable expression: ``x``, ``args.rank``, ``self.model``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def kind_of_mask(mask: int) -> str | None:
+    """The rank kind of "true exactly on these classes" (ALL -> uniform)."""
+    return {ALL: None, Z: "zero", LZ | N: "nzero", Z | LZ: "lzero", N: "nlzero"}.get(mask, "other")
+
+
+def _const_ints(node: ast.expr) -> list[int] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return [node.value]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _const_ints(node.operand)
+        return [-v for v in inner] if inner else None
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        out: list[int] = []
+        for e in node.elts:
+            v = _const_ints(e)
+            if v is None or len(v) != 1:
+                return None
+            out.extend(v)
+        return out
+    return None
+
+
+def env_name(node: ast.expr) -> str | None:
+    """The environment variable a ``os.environ[...]``/``os.getenv(...)`` read names, if constant."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+class ExprEval:
+    """Expression evaluation; the walker subclass supplies the state used here."""
+
+    func: FuncInfo
+    mod: Module
+    env: dict[str, Val]
+    locals_: set[str]
+
+    # supplied by the walker
+    def global_val(self, name: str) -> Val:  # pragma: no cover - overridden
+        """The value of module global ``name`` as the module body left it."""
+        raise NotImplementedError
+
+    def class_attr(self, attr: str) -> Val | None:  # pragma: no cover - overridden
+        """The value methods of the enclosing class store in ``self.<attr>``, if any."""
+        raise NotImplementedError
+
+    def call(self, node: ast.Call) -> Val:  # pragma: no cover - overridden
+        """The value of a call (and its effects: events, in-place results)."""
+        raise NotImplementedError
+
+    def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:  # pragma: no cover
+        """Bind ``target`` to ``val``."""
+        raise NotImplementedError
+
+    # -- names -----------------------------------------------------------------------------
+    def lookup(self, node: ast.expr) -> Val | None:
+        """The environment's value for a name or attribute chain, or None when unknown."""
+        key = env_key(node)
+        if key is None:
+            return None
+        if key in self.env:
+            return self.env[key]
+        if "." not in key:
+            if key in self.locals_:
+                return UNIFORM
+            return self.global_val(key)
+        head, _, rest = key.partition(".")
+        if head == "self" and "." not in rest:
+            return self.class_attr(rest)
+        if head not in self.locals_ and "." not in rest:
+            g = self.global_val(key)
+            if g is not UNIFORM:
+                return g
+        return None
+
+    def expr(self, node: ast.expr | None) -> Val:
+        """The value of ``node`` (UNIFORM for None)."""
+        if node is None:
+            return UNIFORM
+        method = getattr(self, "_e_" + type(node).__name__, None)
+        if method is None:
+            vals = [self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
+            return join(*vals).data_only() if vals else UNIFORM
+        out: Val = method(node)
+        return out
+
+    def _e_Constant(self, node: ast.Constant) -> Val:
+        return UNIFORM
+
+    def _e_Name(self, node: ast.Name) -> Val:
+        v = self.lookup(node)
+        return v if v is not None else UNIFORM
+
+    def _e_Attribute(self, node: ast.Attribute) -> Val:
+        known = self.lookup(node)
+        if known is not None:
+            return known
+        recv = self.expr(node.value)
+        attr = node.attr
+        if attr in K.RANK_ATTRIBUTES:
+            if attr == "rank" and isinstance(node.value, ast.Name) and node.value.id == "rank_zero_only":
+                return Val(rank="rank")
+            return Val(rank=K.RANK_ATTRIBUTES[attr])
+        if attr in ("world_size", "num_processes", "num_nodes", "distributed", "use_distributed"):
+            return UNIFORM
+        if recv.wrapped and attr in ("module", "_orig_mod"):
+            return UNIFORM if attr == "module" else recv
+        if attr == "strategy":
+            return Val(fw="strategy")
+        if attr in K.FRAMEWORK_NAMES and recv.fw is None:
+            return Val(fw=K.FRAMEWORK_NAMES[attr])
+        if recv.wrapped and attr in ("forward", "backward", "no_sync", "state_dict") or recv.fw:
+            return recv
+        return recv.data_only()
+
+    def _e_Subscript(self, node: ast.Subscript) -> Val:
+        q = self._dotted(node.value)
+        if q == "os.environ":
+            name = env_name(node.slice)
+            if name in K.RANK_ENV:
+                return Val(rank=K.RANK_ENV[name])
+            return UNIFORM
+        base = self.expr(node.value)
+        idx = self.expr(node.slice)
+        return join(base, idx.data_only())
+
+    def _e_BinOp(self, node: ast.BinOp) -> Val:
+        a, b = self.expr(node.left), self.expr(node.right)
+        out = join(a, b).data_only()
+        kinds = {k for k in (a.kind, b.kind) if k}
+        if not kinds:
+            return out
+        if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)) and kinds <= {"rank", "local"}:
+            return out.with_kind("rank" if ("rank" in kinds or (a.kind and b.kind)) else "local")
+        if isinstance(node.op, ast.Mod) and kinds <= {"rank", "local"}:
+            return out.with_kind("modrank")
+        return out.with_kind("other")
+
+    def _e_UnaryOp(self, node: ast.UnaryOp) -> Val:
+        v = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            out = v.data_only().with_kind("other" if v.partial else negate_kind(v.kind))
+            return dataclasses.replace(out, distflag=-v.distflag) if v.distflag else out
+        return v.data_only()
+
+    def _e_BoolOp(self, node: ast.BoolOp) -> Val:
+        vals = [self.expr(v) for v in node.values]
+        out = join(*vals).data_only()
+        ranked = [v for v in vals if v.kind]
+        if not ranked:
+            return out
+        if isinstance(node.op, ast.And) and len(ranked) == 1 and ranked[0].kind == "one":
+            return dataclasses.replace(out.with_kind("one"), partial=True)
+        masks = [classes_of(truth_kind(v.kind)) for v in ranked]
+        if isinstance(node.op, ast.And):
+            known = [m for m in masks if m != MANY]
+            if known:
+                m = ALL
+                for k in known:
+                    m &= k
+                if len(known) < len(masks) and m not in (Z,):
+                    return out.with_kind("other")
+                res = out.with_kind(kind_of_mask(m) if m else "zero")
+                if len(ranked) < len(vals) or len(known) < len(masks):
+                    res = dataclasses.replace(res, partial=True)
+                return res
+            return out.with_kind("other")
+        if MANY in masks:
+            return out.with_kind("other")
+        m = 0
+        for k in masks:
+            m |= k
+        return out.with_kind(kind_of_mask(m))
+
+    def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
+        """Evaluate ``node`` where ``test`` is true (or false); the walker narrows its classes."""
+        return self.expr(node)
+
+    def _e_IfExp(self, node: ast.IfExp) -> Val:
+        t = self.expr(node.test)
+        a = self.eval_under(node.test, t, node.body, True)
+        b = self.eval_under(node.test, t, node.orelse, False)
+        if not t.kind:
+            return join(a, b)
+        out = join(a, b)
+        if isinstance(node.orelse, ast.Constant) and node.orelse.value is None and not a.kind:
+            return out.with_kind(truth_kind(t.kind))
+        if isinstance(node.body, ast.Constant) and node.body.value is None and not b.kind:
+            return out.with_kind(negate_kind(t.kind))
+        # `rank if distributed else 0`-like shapes keep the branch kind; anything else: other
+        if isinstance(node.orelse, ast.Constant) and a.kind and t.kind in ("rank", "local"):
+            return out
+        return out.with_kind("other")
+
+    def _e_Compare(self, node: ast.Compare) -> Val:
+        left = self.expr(node.left)
+        rights = [self.expr(c) for c in node.comparators]
+        out = join(left, *rights).data_only()
+        if not out.kind:
+            return out
+        if len(node.ops) != 1:
+            return out.with_kind("other")
+        op, right_node, right = node.ops[0], node.comparators[0], rights[0]
+        lk, rk = left.kind, right.kind
+        # x is None / x is not None: truthiness of x
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right_node, ast.Constant) and right_node.value is None:
+            k = truth_kind(lk)
+            return out.with_kind(k if isinstance(op, ast.IsNot) else negate_kind(k))
+        num, other_kind, other_node = (lk, rk, right_node) if lk else (rk, lk, node.left)
+        if other_kind:
+            return out.with_kind("other")
+        consts = _const_ints(other_node)
+        if num == "modrank":
+            if isinstance(op, ast.Eq) and consts == [0]:
+                return out.with_kind("lzero")
+            if isinstance(op, ast.NotEq) and consts == [0]:
+                return out.with_kind("nlzero")
+            return out.with_kind("other")
+        if num in ("zero", "nzero", "lzero", "nlzero"):
+            if isinstance(op, (ast.Eq, ast.Is)) and isinstance(other_node, ast.Constant):
+                return out.with_kind(num if other_node.value else negate_kind(num))
+            if isinstance(op, (ast.NotEq, ast.IsNot)) and isinstance(other_node, ast.Constant):
+                return out.with_kind(negate_kind(num) if other_node.value else num)
+            return out.with_kind("other")
+        if num not in ("rank", "local"):
+            return out.with_kind("other")
+        is_zero, is_nzero = ("zero", "nzero") if num == "rank" else ("lzero", "nlzero")
+        swapped = not lk
+        if consts is None:
+            # rank == src (a uniform, non-constant value): true on exactly one rank
+            if isinstance(op, ast.Eq) and num == "rank":
+                return out.with_kind("one")  # exactly one rank, but which one is not known here
+            return out.with_kind("other")
+        if isinstance(op, (ast.In, ast.NotIn)):
+            vals = sorted(set(consts) - {-1})
+            if vals == [0] or (num == "rank" and len(vals) == 1):
+                k = is_zero
+            elif not vals:
+                return out.with_kind(None)
+            else:
+                return out.with_kind("other")
+            return out.with_kind(k if isinstance(op, ast.In) else negate_kind(k))
+        c = consts[0]
+        if swapped:  # 0 == rank, 1 > rank ...
+            op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(type(op), op)
+        if isinstance(op, (ast.Eq, ast.NotEq)):
+            if c == -1:  # "is distributed at all": the same on every rank
+                return dataclasses.replace(out.with_kind(None), distflag=1 if isinstance(op, ast.NotEq) else -1)
+            if c == 0 or num == "rank":
+                return out.with_kind(is_zero if isinstance(op, ast.Eq) else is_nzero)
+            return out.with_kind("other")
+        bound = {ast.Lt: c - 1, ast.LtE: c}.get(type(op))
+        if bound is not None:  # rank <= bound
+            if bound < 0:
+                return dataclasses.replace(out.with_kind(None), distflag=-1)
+            return out.with_kind(is_zero if bound == 0 else "other")
+        low = {ast.Gt: c + 1, ast.GtE: c}.get(type(op))
+        if low is not None:  # rank >= low
+            if low <= 0:
+                return dataclasses.replace(out.with_kind(None), distflag=1)
+            return out.with_kind(is_nzero if low == 1 else "other")
+        return out.with_kind("other")
+
+    def _e_Call(self, node: ast.Call) -> Val:
+        return self.call(node)
+
+    def _e_NamedExpr(self, node: ast.NamedExpr) -> Val:
+        v = self.expr(node.value)
+        self.assign(node.target, v, node.value)
+        return v
+
+    def _e_Lambda(self, node: ast.Lambda) -> Val:
+        return UNIFORM
+
+    def _e_Await(self, node: ast.Await) -> Val:
+        return self.expr(node.value)
+
+    def _e_Starred(self, node: ast.Starred) -> Val:
+        return self.expr(node.value)
+
+    def _comp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> Val:
+        vals = []
+        for g in node.generators:
+            it = self.expr(g.iter)
+            self.assign(g.target, it.data_only(), None)
+            vals.append(it.data_only())
+            vals.extend(self.expr(c) for c in g.ifs)
+        if isinstance(node, ast.DictComp):
+            vals += [self.expr(node.key), self.expr(node.value)]
+        else:
+            vals.append(self.expr(node.elt))
+        return join(*vals).data_only()
+
+    _e_ListComp = _e_SetComp = _e_GeneratorExp = _e_DictComp = _comp
+
+    def _dotted(self, node: ast.expr) -> str | None:
+        from .project import dotted
+
+        return dotted(node, self.mod.aliases)

@@ -1,0 +1,504 @@
+"""The statement walker: follows one function's control flow, per class of ranks.
+
+The walker keeps the set of rank classes (``Z`` global rank 0, ``LZ`` other local-rank-0s, ``N``
+the rest; :mod:`k8sddp.lint.values`) that reach the current statement. A rank-dependent ``if``
+splits it between its arms; an arm that ends in ``return``/``break``/``continue``/``raise``/
+``sys.exit`` removes its classes from what follows. A condition of a shape the classes cannot
+express (``rank % 2``, a value only rank 0 computed) marks what it guards as ``many``. Every
+collective, exit and file write or read is recorded as an :class:`~k8sddp.lint.events.Event`
+with the classes that execute it; the rules compare what each class executes.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import TYPE_CHECKING
+
+from . import knowledge as K
+from .calls import CallMixin
+from .events import Event
+from .exprs import env_key, kind_of_mask
+from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind
+
+if TYPE_CHECKING:
+    from .analyzer import Analyzer
+    from .project import FuncInfo
+
+__all__ = ["Walker"]
+
+_EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+
+
+@dataclasses.dataclass
+class _State:
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    cause_is_exit: bool
+    env: dict[str, Val]
+
+
+def loop_carried(loop: ast.AST) -> bool:
+    """True when a name in the loop's body is read before it is assigned there (in source
+    order), so that one walk of the body sees values from the previous iteration."""
+    seen_store: set[str] = set()
+    names = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
+    names.sort(key=lambda n: (n.lineno, n.col_offset))
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    for n in names:
+        if isinstance(n.ctx, ast.Store):
+            seen_store.add(n.id)
+        elif n.id in stored and n.id not in seen_store:
+            return True
+    return False
+
+
+def local_names(node: ast.AST) -> set[str]:
+    """Names a function assigns (its locals), minus those it declares ``global``."""
+    out: set[str] = set()
+    declared_global: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            out.add(sub.id)
+        elif isinstance(sub, ast.Global):
+            declared_global.update(sub.names)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
+            out.add(sub.name)
+    return out - declared_global
+
+
+class Walker(CallMixin):
+    """Walks one function (or module body) once; see the module docstring.
+
+    Args:
+        analyzer: the project-wide analysis (summaries, parameter values, class attributes).
+        func: the function to walk.
+        entry_mask: the classes that run the function's body (Z for ``@rank_zero_only``).
+    """
+
+    def __init__(self, analyzer: Analyzer, func: FuncInfo, entry_mask: int = ALL) -> None:
+        self.an = analyzer
+        self.func = func
+        self.mod = func.module
+        self.env: dict[str, Val] = {}
+        self.is_module = isinstance(func.node, ast.Module)
+        self.locals_ = analyzer.local_names(func) if not self.is_module else set()
+        self.entry_mask = entry_mask
+        self.mask = entry_mask
+        self.many: ast.AST | None = None
+        self.cause: ast.AST | None = None
+        self.cause_is_exit = False
+        self.loops: list[ast.AST] = []
+        self.ordered: ast.AST | None = None
+        self.guards: list[ast.expr] = []
+        self.silent = 0
+        self.events: list[Event] = []
+        self.returns: list[Val] = []
+        self.rank_exits: list[tuple[int, ast.AST]] = []  # (mask, stmt) of rank-dependent function exits
+        self.uses_rank = False
+        self.last_exit: ast.AST | None = None
+        self.partial_guard = False
+        self.one_guard = 0
+        self.file_objects: set[str] = set()
+        self.bindings: dict[str, Val] = {}
+        self.global_reads: set[str] = set()
+        self.attr_reads: set[str] = set()
+        self.param_io: set[tuple[str, str]] = set()
+        self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
+        self.attr_stores: dict[str, Val] = {}
+        self.menv_stores: dict[str, Val] = {}
+
+    # -- environment -------------------------------------------------------------------------
+    def global_val(self, name: str) -> Val:
+        """The value of module global ``name`` as the module body left it."""
+        if self.is_module:
+            return UNIFORM
+        self.global_reads.add(name)
+        return self.an.module_env.get(self.mod.path, {}).get(name, UNIFORM)
+
+    def class_attr(self, attr: str) -> Val | None:
+        """The value methods of the enclosing class store in ``self.<attr>``, if any."""
+        if not self.func.cls:
+            return None
+        self.attr_reads.add(attr)
+        table = self.an.class_attrs.get((self.mod.path, self.func.cls), {})
+        return table.get(attr)
+
+    def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:
+        """Bind ``target`` to ``val`` (tuple targets element-wise where the value is a tuple)."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            elts = target.elts
+            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(elts):
+                for t, v in zip(elts, value_node.elts, strict=True):
+                    self.assign(t, self.expr(v), v)
+                return
+            parts = self.tuple_parts(value_node, len(elts)) if value_node is not None else None
+            for i, t in enumerate(elts):
+                self.assign(t, parts[i] if parts else val, None)
+            return
+        if isinstance(target, ast.Starred):
+            self.assign(target.value, val, None)
+            return
+        if isinstance(target, ast.Subscript):
+            base = env_key(target.value)
+            if base is not None:
+                self.env[base] = join(self.env.get(base, UNIFORM), val.data_only())
+            return
+        key = env_key(target)
+        if key is None:
+            return
+        if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
+            self.file_objects.add(key)
+        rewrap = (isinstance(value_node, ast.Call) and value_node.args
+                  and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
+                  and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
+        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap:
+            shape = "other" if self.many is not None else kind_of_mask(self.mask)
+            val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
+        self.env[key] = val
+        if self.silent:
+            return
+        if key.startswith("self.") and key.count(".") == 1 and self.func.cls:
+            attr = key[5:]
+            table = self.attr_stores
+            table[attr] = join(table[attr], val) if attr in table else val
+        if self.is_module and "." not in key:
+            self.menv_stores[key] = val
+
+    @staticmethod
+    def _terminal_name(func: ast.expr) -> str:
+        return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+    # -- events ------------------------------------------------------------------------------
+    def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
+        """Record an event at the current position (nothing while pre-walking a loop)."""
+        if self.silent or (self.mask == 0 and self.many is None):
+            return
+        names: set[str] = set()
+        for g in self.guards:
+            names.add(ast.unparse(g))
+            for sub in ast.walk(g):
+                if isinstance(sub, ast.Name):
+                    names.add(sub.id)
+                elif isinstance(sub, (ast.Attribute, ast.Subscript, ast.List, ast.Tuple, ast.Call)):
+                    names.add(ast.unparse(sub))
+        ev = Event(
+            kind=kind, op=op, node=node, mask=self.mask, many=self.many, cause=self.cause,
+            cause_is_exit=self.cause_is_exit, loops=tuple(self.loops), ordered=self.ordered,
+            guard_names=frozenset(names), seq=len(self.events), one=self.one_guard > 0,
+            **kw,  # type: ignore[arg-type]
+        )
+        self.events.append(ev)
+
+    def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
+        cm = condition_classes(test_val)
+        if cm == MANY and self.mask == Z:
+            cm = ALL
+        if cm != MANY and test_val.partial and not positive:
+            cm = ALL
+        if cm == ALL:
+            return self.expr(node)
+        saved = (self.mask, self.many, self.cause, self.cause_is_exit)
+        if cm == MANY:
+            self.many = self.many or test
+        else:
+            self.mask &= cm if positive else (~cm & ALL)
+        self.cause, self.cause_is_exit = test, False
+        self.guards.append(test)
+        one = test_val.kind == "one" and positive
+        self.one_guard += one
+        try:
+            return self.expr(node)
+        finally:
+            self.one_guard -= one
+            self.guards.pop()
+            self.mask, self.many, self.cause, self.cause_is_exit = saved
+
+    # -- statements --------------------------------------------------------------------------
+    def run(self) -> None:
+        """Walk the whole body."""
+        node = self.func.node
+        if not self.is_module:
+            assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            self.bindings = self.an.param_vals_for(self.func)
+            self.env.update(self.bindings)
+            for dec in node.decorator_list:
+                self.expr(dec) if not isinstance(dec, ast.Name) else None
+        self.block(node.body)
+
+    def block(self, stmts: list[ast.stmt]) -> None:
+        """Walk statements in order until no rank class reaches the next one."""
+        for s in stmts:
+            if self.mask == 0:
+                return
+            self.stmt(s)
+
+    def save(self) -> _State:
+        """A snapshot of the classes, conditions and environment."""
+        return _State(self.mask, self.many, self.cause, self.cause_is_exit, dict(self.env))
+
+    def restore(self, st: _State) -> None:
+        """Go back to a snapshot."""
+        self.mask, self.many, self.cause, self.cause_is_exit = st.mask, st.many, st.cause, st.cause_is_exit
+        self.env = dict(st.env)
+
+    def merge_env(self, a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False) -> dict[str, Val]:
+        """Join two environments (after the arms of an ``if``). With ``prefer_synced`` (the arms
+        of a rank split), a value one arm received from a broadcast wins: the other arm's ranks
+        hold the value that was broadcast (``if rank != 0: stop = received[0]``)."""
+        out = dict(a)
+        for k, v in b.items():
+            if k in out and out[k] != v:
+                if prefer_synced and v.synced and v.kind is None:
+                    out[k] = v
+                elif prefer_synced and out[k].synced and out[k].kind is None:
+                    pass
+                else:
+                    out[k] = join(out[k], v)
+            else:
+                out[k] = v
+        return out
+
+    def stmt(self, s: ast.stmt) -> None:
+        """Walk one statement."""
+        method = getattr(self, "_s_" + type(s).__name__, None)
+        if method is not None:
+            method(s)
+            return
+        for child in ast.iter_child_nodes(s):
+            if isinstance(child, ast.expr):
+                self.expr(child)
+
+    def _s_FunctionDef(self, s: ast.FunctionDef) -> None:
+        return None
+
+    _s_AsyncFunctionDef = _s_ClassDef = _s_Import = _s_ImportFrom = _s_Global = _s_Nonlocal = _s_Pass = _s_FunctionDef
+
+    def _s_Expr(self, s: ast.Expr) -> None:
+        v = s.value
+        if isinstance(v, ast.Call) and self._dotted(v.func) in _EXIT_FUNCS:
+            for a in v.args:
+                self.expr(a)
+            self.exit(s, "sys.exit")
+            return
+        self.expr(v)
+
+    def _s_Assign(self, s: ast.Assign) -> None:
+        val = self.expr(s.value)
+        for t in s.targets:
+            self.assign(t, val, s.value)
+
+    def _s_AnnAssign(self, s: ast.AnnAssign) -> None:
+        if s.value is not None:
+            self.assign(s.target, self.expr(s.value), s.value)
+
+    def _s_AugAssign(self, s: ast.AugAssign) -> None:
+        val = self.expr(s.value)
+        cur = self.expr(s.target) if isinstance(s.target, (ast.Name, ast.Attribute)) else UNIFORM
+        self.assign(s.target, join(cur, val).data_only(), None)
+
+    def _s_Return(self, s: ast.Return) -> None:
+        if s.value is not None:
+            self.returns.append(self.expr(s.value))
+        self.exit(s, "return")
+
+    def _s_Raise(self, s: ast.Raise) -> None:
+        self.expr(s.exc)
+        self.exit(s, "raise")
+
+    def _s_Break(self, s: ast.Break) -> None:
+        self.exit(s, "break")
+
+    def _s_Continue(self, s: ast.Continue) -> None:
+        self.exit(s, "continue")
+
+    def exit(self, s: ast.stmt, kind: str) -> None:
+        """A statement that leaves the block: record it when only some ranks take it."""
+        self.last_exit = s
+        if self.mask != self.entry_mask or self.many is not None:
+            self.emit("exit", kind, s)
+            if kind in ("return", "raise", "sys.exit") and not self.silent:
+                self.rank_exits.append((self.mask if self.many is None and not self.partial_guard else 0, s))
+        self.mask = 0
+
+    def _s_If(self, s: ast.If) -> None:
+        test = self.expr(s.test)
+        cm = condition_classes(test)
+        if test.kind:
+            self.uses_rank = True
+        before = self.save()
+        partial = test.partial and cm not in (ALL, MANY)
+        if cm == MANY and before.mask == Z:
+            cm = ALL  # a condition only global rank 0 evaluates: at most one rank either way
+        if cm == ALL:
+            arms_mask = (before.mask, before.mask)
+            many: ast.AST | None = before.many
+        elif cm == MANY:
+            arms_mask = (before.mask, before.mask)
+            many = before.many or s.test
+        elif partial:  # `rank == 0 and x`: the classes of rank == 0 may take either arm
+            arms_mask = (before.mask & cm, before.mask)
+            many = before.many
+        else:
+            arms_mask = (before.mask & cm, before.mask & ~cm & ALL)
+            many = before.many
+        results: list[_State] = []
+        spans: list[tuple[int, int]] = []
+        for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
+            start = len(self.events)
+            one = test.kind == "one" and arm is s.body
+            self.restore(before)
+            self.mask, self.many = m, many
+            ranked = cm != ALL
+            outer_partial = self.partial_guard
+            if ranked:
+                self.cause, self.cause_is_exit = s.test, False
+                self.guards.append(s.test)
+                self.partial_guard = outer_partial or (partial and arm is s.body)
+            self.one_guard += one
+            if m or self.many is not None:
+                self.block(arm)
+            self.one_guard -= one
+            if ranked:
+                self.guards.pop()
+            self.partial_guard = outer_partial
+            results.append(self.save())
+            spans.append((start, len(self.events)))
+        a, b = results
+        if cm == MANY and a.mask and b.mask:
+            self.pair_arms(spans, before)
+        if test.distflag and cm == ALL:  # distributed runs take one arm only
+            dist_arm = a if test.distflag > 0 else b
+            self.env = dict(dist_arm.env) if dist_arm.mask else self.merge_env(a.env, b.env)
+        else:
+            self.env = self.merge_env(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
+        self.mask = a.mask | b.mask
+        self.many = before.many
+        self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
+        if cm == MANY or (partial and a.mask == 0):
+            if (a.mask == 0) != (b.mask == 0) and self.last_exit is not None:
+                self.many, self.cause, self.cause_is_exit = self.last_exit, self.last_exit, True
+        elif self.mask != before.mask and self.last_exit is not None:
+            self.cause, self.cause_is_exit = self.last_exit, True
+
+
+    def pair_arms(self, spans: list[tuple[int, int]], before: _State) -> None:
+        """Both arms of a rank-dependent ``if`` run the same collectives in the same order and
+        neither leaves early: every rank runs that sequence, so they pair up."""
+        arms = [self.events[a:b] for a, b in spans]
+        if any(e.kind == "exit" for arm in arms for e in arm):
+            return
+        ops = [[e.op for e in arm if e.kind == "coll"] for arm in arms]
+        if ops[0] != ops[1] or not ops[0]:
+            return
+        for arm in arms:
+            for e in arm:
+                if e.kind == "coll":
+                    e.many, e.cause, e.cause_is_exit = before.many, before.cause, before.cause_is_exit
+
+    def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
+        """Walk a loop body: pre-walk it once silently when values flow between iterations,
+        then for real; rank-dependent exits inside it restrict what follows."""
+        before = self.save()
+        exits_before = len(self.rank_exits)
+        varies = head.kind is not None or (isinstance(s, ast.While) and head.ddp_out)
+        if varies and before.mask != Z:
+            self.uses_rank = True
+            self.many = self.many or (s.iter if isinstance(s, (ast.For, ast.AsyncFor)) else s.test)
+        if not self.silent and self.an.loop_carried(s):  # widen the environment first
+            self.silent += 1
+            self.block(body)
+            self.silent -= 1
+            self.env = self.merge_env(before.env, self.env)
+            self.mask, self.many = before.mask, self.many if varies and before.mask != Z else before.many
+        self.loops.append(s)
+        self.block(body)
+        self.loops.pop()
+        self.env = self.merge_env(before.env, self.env)
+        self.mask, self.many = before.mask, before.many
+        self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
+        for m, stmt in self.rank_exits[exits_before:]:
+            if isinstance(stmt, ast.Raise):
+                continue
+            if m:
+                self.mask &= ~m
+            else:  # taken by an unknown subset of ranks
+                self.many = self.many or stmt
+            self.cause, self.cause_is_exit = stmt, True
+        self.block(s.orelse)
+        if self.mask == 0:
+            self.mask = before.mask
+
+    def _s_For(self, s: ast.For) -> None:
+        it = self.expr(s.iter)
+        self.assign(s.target, it.data_only(), None)
+        self.loop(s, it, s.body)
+
+    _s_AsyncFor = _s_For  # type: ignore[assignment]
+
+    def _s_While(self, s: ast.While) -> None:
+        self.loop(s, self.expr(s.test), s.body)
+
+    def _s_With(self, s: ast.With) -> None:
+        outer = self.ordered
+        for item in s.items:
+            v = self.expr(item.context_expr)
+            if item.optional_vars is not None:
+                self.assign(item.optional_vars, v, item.context_expr)
+            ce = item.context_expr
+            name = ce.func if isinstance(ce, ast.Call) else ce
+            d = self._dotted(name) or ""
+            if d.split(".")[-1] in K.ORDERED_CONTEXTS:
+                self.ordered = ce
+        self.block(s.body)
+        self.ordered = outer
+
+    _s_AsyncWith = _s_With  # type: ignore[assignment]
+
+    def _s_Try(self, s: ast.Try) -> None:
+        before = self.save()
+        self.block(s.body)
+        self.block(s.orelse)
+        after_body = self.save()
+        states = [after_body]
+        for h in s.handlers:
+            self.restore(before)
+            if h.name:
+                self.env[h.name] = UNIFORM
+            self.block(h.body)
+            states.append(self.save())
+        self.restore(after_body)
+        for st in states[1:]:
+            self.env = self.merge_env(self.env, st.env)
+            self.mask |= st.mask
+        if self.mask == 0 and s.finalbody:
+            self.mask = before.mask
+        self.block(s.finalbody)
+
+    _s_TryStar = _s_Try  # type: ignore[assignment]
+
+    def _s_Match(self, s: ast.Match) -> None:
+        self.expr(s.subject)
+        before = self.save()
+        masks = 0
+        for case in s.cases:
+            self.restore(before)
+            self.block(case.body)
+            masks |= self.mask
+        self.mask = masks or before.mask
+
+    def _s_Assert(self, s: ast.Assert) -> None:
+        self.expr(s.test)
+
+    def _s_Delete(self, s: ast.Delete) -> None:
+        return None
+
+    # -- results -----------------------------------------------------------------------------
+    def return_val(self) -> Val:
+        """The joined value of every ``return``."""
+        return join(*self.returns) if self.returns else UNIFORM
+
+    @property
+    def entry_is_zero(self) -> bool:
+        return self.entry_mask == Z

@@ -1,0 +1,231 @@
+"""What the linter knows about PyTorch, Accelerate, Lightning and friends: the name tables.
+
+Every table names its source. "Collective" means every rank of the group must call it, in the
+same order, or the job hangs until the process-group timeout (measured with torch 2.13, gloo,
+2 ranks: a rank-0-only collective, evaluation through DDP, dcp.save all time out). Calls are matched on their resolved dotted name (imports followed, see
+:mod:`k8sddp.lint.names`) or, for framework objects whose type cannot be known statically, on the
+method name plus what the receiver was built from (``Accelerator()``, ``Fabric()``, ...).
+"""
+
+from __future__ import annotations
+
+#: torch.distributed collectives (torch/distributed/distributed_c10d.py, torch 2.13). Point-to-point
+#: ops (send, recv, isend, irecv) are rank-conditional by nature and are not listed.
+TORCH_COLLECTIVES: frozenset[str] = frozenset(
+    {
+        "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
+        "all_gather_object", "all_gather_coalesced", "all_to_all", "all_to_all_single",
+        "broadcast", "broadcast_object_list", "reduce", "reduce_scatter", "reduce_scatter_tensor",
+        "gather", "gather_object", "scatter", "scatter_object_list", "barrier",
+        "monitored_barrier", "new_group", "new_subgroups", "new_subgroups_by_enumeration",
+        "_all_gather_base", "_reduce_scatter_base",
+    }
+)
+
+#: Module prefixes under which a name in :data:`TORCH_COLLECTIVES` is the torch collective.
+TORCH_DIST_PREFIXES: tuple[str, ...] = (
+    "torch.distributed.",
+    "torch.distributed.distributed_c10d.",
+    "torch.distributed.c10d.",
+)
+
+#: torch.distributed.checkpoint entry points: collective (dcp.save on rank 0 only: both ranks time
+#: out, measured; torch/distributed/checkpoint/state_dict_saver.py plans across ranks).
+DCP_COLLECTIVES: frozenset[str] = frozenset(
+    {
+        "torch.distributed.checkpoint.save",
+        "torch.distributed.checkpoint.async_save",
+        "torch.distributed.checkpoint.load",
+        "torch.distributed.checkpoint.save_state_dict",
+        "torch.distributed.checkpoint.load_state_dict",
+        "torch.distributed.checkpoint.state_dict_saver.save",
+        "torch.distributed.checkpoint.state_dict_loader.load",
+        "torch.distributed.checkpoint.state_dict.get_state_dict",
+        "torch.distributed.checkpoint.state_dict.get_model_state_dict",
+        "torch.distributed.checkpoint.state_dict.get_optimizer_state_dict",
+        "torch.distributed.checkpoint.state_dict.set_state_dict",
+        "torch.distributed.checkpoint.state_dict.set_model_state_dict",
+    }
+)
+
+#: Collectives whose result (returned, or written in place into the listed argument) is the same
+#: on every rank afterwards (distributed_c10d.py docstrings).
+UNIFORM_INPLACE: dict[str, int] = {
+    "all_reduce": 0, "broadcast": 0, "all_gather": 0, "all_gather_object": 0,
+    "broadcast_object_list": 0, "all_gather_into_tensor": 0, "_all_gather_base": 0,
+}
+#: Collectives whose result differs per rank (only ``dst`` holds it, or each rank gets its chunk).
+RANKED_INPLACE: dict[str, int] = {
+    "reduce": 0, "scatter": 0, "reduce_scatter": 0, "reduce_scatter_tensor": 0,
+    "scatter_object_list": 0, "gather": 1, "gather_object": 1, "all_to_all": 0,
+    "all_to_all_single": 0, "recv": 0, "irecv": 0,
+}
+
+#: Wrappers whose construction is itself collective (DDP broadcasts parameters from rank 0 and
+#: verifies shapes across ranks; FSDP may sync module states) and whose forward/backward syncs.
+DDP_WRAPPERS: frozenset[str] = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.nn.DistributedDataParallel",
+        "DistributedDataParallel",
+        "DDP",
+    }
+)
+FSDP_WRAPPERS: frozenset[str] = frozenset(
+    {
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+        "FullyShardedDataParallel",
+        "FSDP",
+    }
+)
+#: FSDP2 applies in place to its argument (torch.distributed.fsdp.fully_shard).
+FSDP_INPLACE: frozenset[str] = frozenset(
+    {"torch.distributed.fsdp.fully_shard", "torch.distributed._composable.fsdp.fully_shard", "fully_shard"}
+)
+#: Methods of a wrapped model that return the same wrapped model.
+WRAPPED_KEEP_METHODS: frozenset[str] = frozenset(
+    {"to", "cuda", "train", "eval", "half", "float", "bfloat16", "requires_grad_"}
+)
+#: Methods of an FSDP-wrapped model that are collective (full state dicts all-gather shards).
+FSDP_COLLECTIVE_METHODS: frozenset[str] = frozenset(
+    {"state_dict", "full_optim_state_dict", "optim_state_dict", "summon_full_params", "clip_grad_norm_"}
+)
+
+#: Framework objects and their collective methods. Keys are the framework kind inferred for a
+#: receiver. Sources: accelerate/accelerator.py (wait_for_everyone, gather, reduce, backward,
+#: save_state); lightning/fabric/fabric.py (barrier, broadcast, all_gather, all_reduce, save, load,
+#: backward); lightning/pytorch/trainer/trainer.py (save_checkpoint ends in strategy.barrier);
+#: deepspeed/runtime/engine.py (backward, step, save_checkpoint, load_checkpoint).
+FRAMEWORK_COLLECTIVES: dict[str, frozenset[str]] = {
+    "accelerator": frozenset(
+        {"wait_for_everyone", "gather", "gather_for_metrics", "reduce", "pad_across_processes",
+         "backward", "save_state", "load_state", "prepare", "clip_grad_norm_"}
+    ),
+    "fabric": frozenset(
+        {"barrier", "broadcast", "all_gather", "all_reduce", "save", "load", "backward", "setup",
+         "clip_gradients"}
+    ),
+    "trainer": frozenset({"save_checkpoint", "fit", "validate", "test", "predict"}),
+    "strategy": frozenset({"barrier", "broadcast", "reduce", "all_gather"}),
+    "engine": frozenset({"backward", "step", "save_checkpoint", "load_checkpoint"}),
+}
+#: Framework collectives whose returned value is the same on every rank.
+FRAMEWORK_UNIFORM_RESULTS: frozenset[str] = frozenset(
+    {"gather", "gather_for_metrics", "reduce", "broadcast", "all_gather", "all_reduce"}
+)
+#: Receiver names that identify a framework object when its construction is not visible.
+FRAMEWORK_NAMES: dict[str, str] = {
+    "accelerator": "accelerator", "fabric": "fabric", "trainer": "trainer",
+    "engine": "engine", "model_engine": "engine", "strategy": "strategy",
+}
+#: Constructors of framework objects (dotted-name suffixes).
+FRAMEWORK_CONSTRUCTORS: dict[str, str] = {
+    "Accelerator": "accelerator", "Fabric": "fabric", "Trainer": "trainer",
+}
+#: Project helpers commonly copied between training repos (torchvision references utils,
+#: detectron2 comm, YOLOv5 torch_utils): known collectives even when their source is not linted.
+GENERIC_COLLECTIVE_HELPERS: dict[str, str] = {
+    "barrier": "barrier", "synchronize": "barrier", "wait_for_everyone": "barrier",
+    "reduce_dict": "all_reduce", "all_reduce_mean": "all_reduce", "reduce_tensor": "all_reduce",
+    "distribute_bn": "all_reduce",
+    "all_gather": "all_gather", "all_reduce": "all_reduce", "broadcast": "broadcast",
+}
+#: Helpers that return a value that is the same on every rank (they all-reduce or broadcast).
+GENERIC_UNIFORM_HELPERS: frozenset[str] = frozenset(
+    {"reduce_dict", "all_reduce_mean", "reduce_tensor", "all_gather", "broadcast", "gather_for_metrics"}
+)
+
+#: Context managers that run their body on every rank but one rank first, with barriers around
+#: (accelerate main_process_first, transformers main_process_first, YOLOv5
+#: torch_distributed_zero_first): a collective inside the body meets the other ranks' barrier.
+ORDERED_CONTEXTS: frozenset[str] = frozenset(
+    {"main_process_first", "local_main_process_first", "torch_distributed_zero_first",
+     "distributed_zero_first", "rank_zero_first"}
+)
+#: Decorators that run a function on global rank 0 only (lightning rank_zero_only,
+#: accelerate on_main_process).
+RANK_ZERO_DECORATORS: frozenset[str] = frozenset({"rank_zero_only", "on_main_process"})
+RANK_LOCAL_ZERO_DECORATORS: frozenset[str] = frozenset({"on_local_main_process"})
+
+# -- rank sources ---------------------------------------------------------------------------
+#: Environment variables that hold a rank (torchrun sets RANK/LOCAL_RANK/GROUP_RANK; SLURM, Open
+#: MPI, MPICH launchers their own).
+RANK_ENV: dict[str, str] = {
+    "RANK": "rank", "GROUP_RANK": "other", "NODE_RANK": "other", "PET_NODE_RANK": "other",
+    "LOCAL_RANK": "local", "SLURM_PROCID": "rank", "SLURM_LOCALID": "local",
+    "SLURM_NODEID": "other", "OMPI_COMM_WORLD_RANK": "rank", "OMPI_COMM_WORLD_LOCAL_RANK": "local",
+    "PMI_RANK": "rank", "MV2_COMM_WORLD_RANK": "rank",
+}
+#: Functions (terminal name) returning a rank-dependent value, when not defined in the project
+#: (torch.distributed, torchvision references, Accelerate, transformers, timm ``is_primary``).
+RANK_FUNCTIONS: dict[str, str] = {
+    "get_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
+    "get_node_local_rank": "local", "get_local_ordinal": "local",
+    "is_main_process": "zero", "is_master": "zero", "is_rank_zero": "zero", "is_rank_0": "zero",
+    "is_primary": "zero", "is_local_primary": "lzero",
+    "is_global_zero": "zero", "is_world_process_zero": "zero", "is_master_process": "zero",
+    "is_local_main_process": "lzero", "is_local_master": "lzero", "is_local_process_zero": "lzero",
+    "is_master_ordinal": "lzero", "split_between_processes": "other",
+}
+#: Attributes (on any object) that hold a rank-dependent value (Accelerate PartialState,
+#: Lightning Trainer/Fabric/LightningModule, transformers TrainingArguments, argparse idioms).
+RANK_ATTRIBUTES: dict[str, str] = {
+    "rank": "rank", "global_rank": "rank", "process_index": "rank", "local_rank": "local",
+    "local_process_index": "local", "node_rank": "other",
+    "is_main_process": "zero", "is_global_zero": "zero", "is_master": "zero",
+    "master_process": "zero", "is_rank_zero": "zero", "should_save": "zero", "is_main": "zero",
+    "is_local_main_process": "lzero", "is_local_zero": "lzero", "is_local_master": "lzero",
+}
+#: Functions and attributes that are the same on every rank (world size and friends).
+UNIFORM_FUNCTIONS: frozenset[str] = frozenset(
+    {"get_world_size", "is_initialized", "is_available", "is_dist_avail_and_initialized",
+     "get_backend", "is_torchelastic_launched", "get_local_world_size"}
+)
+#: Parameter names that hold a rank in an entry point whose callers are not in the project.
+RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
+#: Launchers whose target's first parameter is the process index (torch.multiprocessing.spawn).
+SPAWN_FUNCTIONS: frozenset[str] = frozenset(
+    {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "mp.spawn", "spawn",
+     "start_processes", "xmp.spawn"}
+)
+
+# -- IO -------------------------------------------------------------------------------------
+#: Writers whose path is the argument at the given index (or keyword).
+WRITE_CALLS: dict[str, tuple[int, str]] = {
+    "torch.save": (1, "f"), "numpy.save": (0, "file"), "numpy.savez": (0, "file"),
+    "numpy.savez_compressed": (0, "file"), "numpy.savetxt": (0, "fname"),
+    "safetensors.torch.save_file": (1, "filename"), "torch.jit.save": (1, "f"),
+    "shutil.copy": (1, "dst"), "shutil.copyfile": (1, "dst"), "shutil.move": (1, "dst"),
+}
+#: Writers that are safe on every rank: they save on the main process only
+#: (torchvision references utils.save_on_master, accelerate Accelerator.save,
+#: torch_xla xm.save(master_only=True)).
+SAFE_WRITERS: frozenset[str] = frozenset({"save_on_master", "xm.save", "torch_xla.core.xla_model.save"})
+#: Methods that write to the receiver path or directory.
+WRITE_METHODS: frozenset[str] = frozenset({"write_text", "write_bytes", "save_pretrained", "to_csv", "to_json", "to_parquet"})
+#: Experiment trackers and writers: one run per rank on the same project, or one event file per
+#: rank in the same directory (tensorboard SummaryWriter, wandb.init, mlflow.start_run).
+TRACKER_CALLS: frozenset[str] = frozenset(
+    {"torch.utils.tensorboard.SummaryWriter", "tensorboardX.SummaryWriter", "SummaryWriter",
+     "wandb.init", "mlflow.start_run", "neptune.init_run", "comet_ml.Experiment"}
+)
+#: Readers whose path is the argument at the given index (or keyword).
+READ_CALLS: dict[str, tuple[int, str]] = {
+    "torch.load": (0, "f"), "numpy.load": (0, "file"), "safetensors.torch.load_file": (0, "filename"),
+    "pickle.load": (0, "file"), "torch.jit.load": (0, "f"),
+}
+READ_METHODS: frozenset[str] = frozenset({"read_text", "read_bytes", "from_pretrained", "load_from_disk"})
+#: Calls that make a file object or an in-memory buffer: a write to it is not a write to a path
+#: (the ``open`` that made it is checked itself).
+FILE_OBJECT_CALLS: frozenset[str] = frozenset(
+    {"open", "BytesIO", "StringIO", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile", "fdopen"}
+)
+
+#: Calls whose value iterates exactly like their first argument (progress bars, enumerate):
+#: ``tqdm(loader, disable=rank != 0)`` runs as many iterations on every rank.
+ITER_PASSTHROUGH: frozenset[str] = frozenset({"tqdm", "enumerate", "iter", "list", "tuple", "sorted", "reversed"})
+
+#: Signs that a file trains on GPUs (DataLoader pin_memory matters only there).
+GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl")

@@ -1,0 +1,270 @@
+"""The linted project: its modules, their imports, and an index of every function.
+
+Each linted file becomes a :class:`Module` (parsed tree, import aliases, top-level functions and
+classes). Imports of project code (``from utils import is_main_process``, ``from .dist import
+barrier``) are resolved to files next to the importing file or under the project root, parsed on
+demand and cached, so that calls can be followed into them (:mod:`k8sddp.lint.flow`).
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import tokenize
+from pathlib import Path
+
+__all__ = ["FuncInfo", "Module", "Project", "dotted"]
+
+FuncNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclasses.dataclass(eq=False)
+class FuncInfo:
+    """One function or method (or a module body, ``node`` being the Module).
+
+    Attributes:
+        key: unique id ``file::Class.name``.
+        name: the plain name.
+        node: its ``def`` node (or the ``ast.Module`` for a module body).
+        module: the module it lives in.
+        cls: name of the enclosing class, or ``""``.
+        params: positional-or-keyword parameter names, in order (``self`` included).
+    """
+
+    key: str
+    name: str
+    node: FuncNode | ast.Module
+    module: Module
+    cls: str = ""
+    params: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(eq=False)
+class Module:
+    """One parsed Python file.
+
+    Attributes:
+        path: file path as given on the command line (or found on import).
+        source: the decoded text.
+        tree: the parsed module.
+        aliases: local name -> dotted name it was imported as (``dist`` -> ``torch.distributed``).
+        functions: top-level function name -> info.
+        classes: class name -> {method name -> info}.
+        class_bases: class name -> dotted names of its bases.
+        body: the module body as a pseudo-function.
+        linted: True when the file was named (directly or by folder) on the command line.
+    """
+
+    path: str
+    source: str
+    tree: ast.Module
+    aliases: dict[str, str] = dataclasses.field(default_factory=dict)
+    imported_from: dict[str, tuple[str, int, str]] = dataclasses.field(default_factory=dict)
+    functions: dict[str, FuncInfo] = dataclasses.field(default_factory=dict)
+    classes: dict[str, dict[str, FuncInfo]] = dataclasses.field(default_factory=dict)
+    class_bases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    body: FuncInfo | None = None
+    linted: bool = True
+
+    def all_functions(self) -> list[FuncInfo]:
+        """Every function and method of the module, module body first."""
+        out: list[FuncInfo] = [self.body] if self.body else []
+        out.extend(self.functions.values())
+        for methods in self.classes.values():
+            out.extend(methods.values())
+        return out
+
+
+def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
+    """The dotted name of ``a.b.c`` with the first part resolved through ``aliases``; ``None``
+    for anything that is not a plain attribute chain."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    head = node.id
+    if aliases is not None:
+        head = aliases.get(head, head)
+    parts.append(head)
+    return ".".join(reversed(parts))
+
+
+def _params(node: FuncNode) -> tuple[str, ...]:
+    a = node.args
+    return tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+
+
+def read_source(data: bytes) -> str:
+    """Decode Python source bytes honouring a PEP 263 coding cookie.
+
+    Raises:
+        SyntaxError: unknown encoding; UnicodeDecodeError: bytes invalid in it.
+    """
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    text = data.decode(encoding)
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = True) -> Module:
+    """Index a parsed file: its imports, functions, methods and classes."""
+    mod = Module(path=path, source=source, tree=tree, linted=linted)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.asname:
+                    mod.aliases[a.asname] = a.name
+                else:
+                    top = a.name.split(".")[0]
+                    mod.aliases.setdefault(top, top)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            for a in node.names:
+                if a.name == "*":
+                    continue
+                local = a.asname or a.name
+                mod.aliases[local] = f"{base}.{a.name}" if base else a.name
+                mod.imported_from[local] = (base, node.level, a.name)
+    mod.body = FuncInfo(key=f"{path}::<module>", name="<module>", node=tree, module=mod)
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            mod.functions[stmt.name] = FuncInfo(
+                f"{path}::{stmt.name}", stmt.name, stmt, mod, "", _params(stmt)
+            )
+        elif isinstance(stmt, ast.ClassDef):
+            methods: dict[str, FuncInfo] = {}
+            for sub in stmt.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods[sub.name] = FuncInfo(
+                        f"{path}::{stmt.name}.{sub.name}", sub.name, sub, mod, stmt.name, _params(sub)
+                    )
+            mod.classes[stmt.name] = methods
+            mod.class_bases[stmt.name] = [d for d in (dotted(b, mod.aliases) for b in stmt.bases) if d]
+        elif isinstance(stmt, (ast.If, ast.Try)):
+            # functions defined under `if TYPE_CHECKING`/try-import fallbacks: index them too
+            for inner in ast.walk(stmt):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    mod.functions.setdefault(
+                        inner.name, FuncInfo(f"{path}::{inner.name}", inner.name, inner, mod, "", _params(inner))
+                    )
+    return mod
+
+
+class Project:
+    """All modules of one lint run, plus the project files they import (parsed lazily).
+
+    Args:
+        root: the project root (the folder of the configuration file, or of the inputs), used to
+            resolve absolute imports of project code.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.modules: dict[str, Module] = {}
+        self._by_file: dict[Path, Module | None] = {}
+        self._imports: dict[tuple[str, str, int], Module | None] = {}
+        self._here: dict[str, Path] = {}
+
+    def add(self, mod: Module) -> None:
+        """Register a parsed module (a linted file)."""
+        self.modules[mod.path] = mod
+        if mod.path not in ("-", "<stdin>"):
+            self._by_file[Path(mod.path).resolve()] = mod
+
+    def _load(self, file: Path) -> Module | None:
+        file = file.resolve()
+        if file in self._by_file:
+            return self._by_file[file]
+        mod: Module | None = None
+        try:
+            if file.stat().st_size <= 2_000_000:
+                text = read_source(file.read_bytes())
+                mod = build_module(str(file), text, ast.parse(text, str(file)), linted=False)
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
+            mod = None
+        self._by_file[file] = mod
+        return mod
+
+    def resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
+        """The project module that ``from <level dots><base> import ...`` in ``mod`` names, or
+        ``None`` when it is not project code (third-party, stdlib, missing). Cached."""
+        key = (mod.path, base, level)
+        if key not in self._imports:
+            self._imports[key] = self._resolve_import(mod, base, level)
+        return self._imports[key]
+
+    def _resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
+        if mod.path not in self._here:
+            self._here[mod.path] = Path(mod.path).resolve().parent if mod.path not in ("-", "<stdin>") else Path.cwd()
+        here = self._here[mod.path]
+        rel = Path(*base.split(".")) if base else Path()
+        candidates: list[Path] = []
+        if level:
+            anchor = here
+            for _ in range(level - 1):
+                anchor = anchor.parent
+            candidates.append(anchor / rel)
+        else:
+            candidates.append(here / rel)
+            anchor = here
+            while True:  # walk up to the project root, trying each folder as an import root
+                if anchor == self.root or self.root not in anchor.parents:
+                    break
+                anchor = anchor.parent
+                candidates.append(anchor / rel)
+            candidates.append(self.root / rel)
+        for c in candidates:
+            if not base and not level:
+                continue
+            for f in (c.with_suffix(".py") if base else None, c / "__init__.py"):
+                if f is not None and f.is_file():
+                    return self._load(f)
+        return None
+
+    def resolve_function(self, mod: Module, name: str) -> FuncInfo | None:
+        """The project function that the bare name ``name`` refers to in ``mod``: defined there, or
+        imported from a project module (one hop of re-export followed)."""
+        if name in mod.functions:
+            return mod.functions[name]
+        origin = mod.imported_from.get(name)
+        if origin is None:
+            return None
+        base, level, orig = origin
+        target = self.resolve_import(mod, base, level)
+        if target is None:
+            # `from pkg import module` then module.func is handled by resolve_attr
+            return None
+        if orig in target.functions:
+            return target.functions[orig]
+        if orig in target.imported_from and orig not in mod.functions:
+            b2, l2, o2 = target.imported_from[orig]
+            t2 = self.resolve_import(target, b2, l2)
+            if t2 is not None and o2 in t2.functions:
+                return t2.functions[o2]
+        return None
+
+    def resolve_module_alias(self, mod: Module, name: str) -> Module | None:
+        """The project module bound to the local name ``name`` (``import utils``,
+        ``from . import dist_utils``), or ``None``."""
+        if name in mod.imported_from:
+            base, level, orig = mod.imported_from[name]
+            joined = f"{base}.{orig}" if base else orig
+            return self.resolve_import(mod, joined, level)
+        full = mod.aliases.get(name)
+        if full is None:
+            return None
+        return self.resolve_import(mod, full, 0)
+
+    def resolve_class(self, mod: Module, name: str) -> tuple[Module, str] | None:
+        """The project class bound to ``name`` in ``mod``, as (module, class name)."""
+        if name in mod.classes:
+            return mod, name
+        origin = mod.imported_from.get(name)
+        if origin is None:
+            return None
+        target = self.resolve_import(mod, origin[0], origin[1])
+        if target is not None and origin[2] in target.classes:
+            return target, origin[2]
+        return None

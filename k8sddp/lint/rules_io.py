@@ -1,0 +1,113 @@
+"""KDP504 and KDP506: checkpoint and log writes, and who reads them.
+
+- KDP504: a write (``torch.save``, ``open(..., "w")``, ``save_pretrained``, a TensorBoard
+  ``SummaryWriter``, ``wandb.init``) that runs on every rank to one path, or under a guard that
+  is true on more than one rank (``LOCAL_RANK == 0`` is true once per node: on a shared
+  filesystem the nodes overwrite each other's files). Per-rank names (``f"ckpt_{rank}.pt"``) are
+  fine; node-local paths (``/tmp``, ``/dev/shm``, ``tempfile``) are fine under a local-rank guard.
+- KDP506: a rank-0-only write followed, on the other ranks, by a read of the same path with no
+  collective (barrier) in between: they read a missing or half-written file.
+
+Only modules that use torch.distributed or a distributed framework are checked for KDP504.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .analyzer import Context
+from .events import Event, Raw, at, cond_text
+from .flow import Walker
+from .values import ALL, LZ, Z
+
+__all__ = ["check_io"]
+
+_PER_RANK = ("rank", "local", "other", "modrank")
+_NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettempdir", "mkdtemp")
+
+
+def _node_local(path: ast.expr | None) -> bool:
+    if path is None:
+        return False
+    text = ast.unparse(path)
+    return any(m in text for m in _NODE_LOCAL)
+
+
+def _guard_text(e: Event, ctx: Context, mod_path: str) -> str:
+    if e.cause is not None and not e.cause_is_exit:
+        return f"`{cond_text(e.cause)}` (line {getattr(e.cause, 'lineno', '?')})"
+    if e.many is not None:
+        return f"`{cond_text(e.many)}` (line {getattr(e.many, 'lineno', '?')})"
+    if e.cause is not None:
+        return f"the ranks left after `{cond_text(e.cause)}` (line {getattr(e.cause, 'lineno', '?')})"
+    if ctx.cause is not None:
+        where = "" if ctx.cause_path == mod_path else f"{ctx.cause_path}:"
+        line = getattr(ctx.cause, "lineno", "?")
+        if ctx.cause_is_exit:
+            return f"the ranks left in its caller after `{cond_text(ctx.cause)}` ({where}line {line})"
+        return f"`{cond_text(ctx.cause)}` around its caller ({where}line {line})"
+    return "a rank-dependent condition"
+
+
+def check_io(w: Walker, ctx: Context, distributed: bool) -> list[Raw]:
+    """KDP504/506 findings of one walked function, called under ``ctx``."""
+    out: list[Raw] = []
+    mod_path = w.mod.path
+    for e in w.events:
+        if e.kind not in ("write", "tracker") or e.ordered is not None:
+            continue
+        mask = e.mask & ctx.mask
+        many = e.many or ctx.many
+        if mask in (0, Z) or e.one:
+            continue  # nobody, or one rank alone (a subset of it is still one rank)
+        pv = e.path_val
+        if pv is not None and pv.kind in _PER_RANK:
+            continue
+        if isinstance(e.path, ast.Name) and e.path.id in w.func.params and not ctx.called:
+            continue  # the path is the caller's, and no caller is in sight
+        if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
+            continue
+        if not distributed:
+            continue
+        what = e.op.split(".")[-1] if e.kind == "tracker" else e.op
+        target = f" to `{cond_text(e.path, 50)}`" if e.path is not None else ""
+        if many is None and mask == ALL:
+            how = "runs on every rank"
+        elif many is None and mask == Z | LZ:
+            how = f"runs under {_guard_text(e, ctx, mod_path)}, true on local rank 0 of every node"
+        else:
+            how = f"runs under {_guard_text(e, ctx, mod_path)}, true on more than one rank"
+        out.append(at("KDP504", e.node,
+                      f"{what}(){target} {how}: the ranks overwrite one file (or open one tracker run "
+                      "each); guard it with a global-rank-0 check (`dist.get_rank() == 0`) or put the "
+                      "rank in the name"))
+    out.extend(_unsynced_reads(w, ctx))
+    return out
+
+
+def _unsynced_reads(w: Walker, ctx: Context) -> list[Raw]:
+    out: list[Raw] = []
+    events = w.events
+    for wr in events:
+        if wr.kind not in ("write", "cwrite") or wr.path is None:
+            continue
+        wmask = wr.mask & ctx.mask
+        if wr.many is not None or ctx.many is not None or wmask in (0, ALL) or wmask & ~(Z | LZ):
+            continue
+        key = ast.unparse(wr.path)
+        for rd in events[wr.seq + 1:]:
+            if rd.kind != "read" or rd.path is None or ast.unparse(rd.path) != key:
+                continue
+            if not (rd.mask & ctx.mask) & ~wmask:
+                continue
+            synced = any(
+                e.kind == "coll" and e.many is None and e.mask == w.entry_mask
+                for e in events[wr.seq + 1: rd.seq]
+            )
+            if not synced:
+                out.append(at("KDP506", wr.node,
+                              f"{wr.op}() to `{cond_text(wr.path, 50)}` runs on one rank only, and the other "
+                              f"ranks read it at line {rd.line} with no barrier in between: they can read a "
+                              "missing or half-written file; add dist.barrier() before the read"))
+            break
+    return out

@@ -1,0 +1,158 @@
+"""KDP505, KDP507-KDP509: call-site rules that need no data flow.
+
+- KDP505: ``init_process_group`` without ``timeout=``: the default differs by backend (10 min
+  NCCL, 30 min gloo; torch.distributed.constants) and is invisible in the script. Fixable.
+- KDP507: a ``DataLoader`` in a file that trains on GPUs without ``pin_memory=True``.
+- KDP508: a ``DataLoader`` with workers but without ``persistent_workers=True``: every epoch
+  re-forks the workers.
+- KDP509: a shuffling ``DistributedSampler`` whose epoch loop never calls ``set_epoch``: every
+  epoch sees the same order (torch.utils.data.distributed.DistributedSampler docstring).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from . import knowledge as K
+from .events import Raw, at
+from .project import Module, Project, dotted
+
+__all__ = ["check_misc"]
+
+_EVAL_WORDS = ("val", "eval", "test", "valid", "dev")
+
+
+def _kw(node: ast.Call, name: str, index: int = -1) -> ast.expr | None:
+    for k in node.keywords:
+        if k.arg == name:
+            return k.value
+    if 0 <= index < len(node.args):
+        return node.args[index]
+    return None
+
+
+def _has_star_kwargs(node: ast.Call) -> bool:
+    return any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args)
+
+
+def _is_const(node: ast.expr | None, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
+
+
+def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    out: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            out[child] = node
+    return out
+
+
+def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
+    p = parents.get(node)
+    while isinstance(p, ast.IfExp):  # sampler = DistributedSampler(ds) if distributed else None
+        node, p = p, parents.get(p)
+    if isinstance(p, ast.Assign) and len(p.targets) == 1 and p.value is node:
+        return ast.unparse(p.targets[0])
+    if isinstance(p, (ast.AnnAssign,)) and p.value is node:
+        return ast.unparse(p.target)
+    return None
+
+
+def check_misc(mod: Module, project: Project) -> list[Raw]:
+    """KDP505/507/508/509 findings of one module."""
+    out: list[Raw] = []
+    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler")):
+        return out
+    gpu = any(m in mod.source for m in K.GPU_MARKERS)
+    parents = _parents(mod.tree)
+    samplers: list[tuple[ast.Call, str | None]] = []
+    loaders: dict[str, ast.Call] = {}
+    for node in ast.walk(mod.tree):
+        if not isinstance(node, ast.Call):
+            continue
+        q = dotted(node.func, mod.aliases) or ""
+        last = q.split(".")[-1]
+        if last == "init_process_group" and (q == last or q.startswith("torch.distributed")):
+            if not _has_star_kwargs(node) and _kw(node, "timeout", 2) is None:
+                out.append(at("KDP505", node,
+                              "init_process_group() has no timeout=: every collective then waits the "
+                              "backend's hidden default (10 min NCCL, 30 min gloo) before a hang fails; "
+                              "pass timeout=datetime.timedelta(seconds=...) (K8SDDP_PG_TIMEOUT_SECONDS, "
+                              "default 1800)", fix=("timeout", node)))
+        elif last == "DataLoader" and (q == last or q.startswith("torch.utils.data")):
+            name = _assigned_name(node, parents)
+            if name:
+                loaders[name] = node
+            if _has_star_kwargs(node):
+                continue
+            pin = _kw(node, "pin_memory", 7)
+            if gpu and (pin is None or _is_const(pin, False)):
+                out.append(at("KDP507", node,
+                              "DataLoader feeding GPU training has no pin_memory=True: host-to-device "
+                              "copies are synchronous and slower"))
+            workers = _kw(node, "num_workers", 5)
+            persistent = _kw(node, "persistent_workers")
+            if workers is not None and not _is_const(workers, 0) and (persistent is None or _is_const(persistent, False)):
+                out.append(at("KDP508", node,
+                              "DataLoader with worker processes has no persistent_workers=True: the "
+                              "workers are killed and forked again every epoch "
+                              "(use persistent_workers=num_workers > 0 when it can be 0)"))
+        elif last == "DistributedSampler" and (q == last or q.startswith("torch.utils.data")):
+            shuffle = _kw(node, "shuffle", 3)
+            if shuffle is not None and not _is_const(shuffle, True):
+                continue
+            samplers.append((node, _assigned_name(node, parents)))
+    if samplers:
+        out.extend(_check_set_epoch(mod, project, samplers, loaders, parents))
+    return out
+
+
+def _check_set_epoch(
+    mod: Module, project: Project, samplers: list[tuple[ast.Call, str | None]],
+    loaders: dict[str, ast.Call], parents: dict[ast.AST, ast.AST],
+) -> list[Raw]:
+    receivers: set[str] = set()
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "set_epoch":
+            receivers.add(ast.unparse(node.func.value))
+    out: list[Raw] = []
+    for node, name in samplers:
+        holder = None
+        parent = parents.get(node)
+        if isinstance(parent, ast.keyword):
+            call = parents.get(parent)
+            if isinstance(call, ast.Call):
+                holder = _assigned_name(call, parents)
+        names = {n for n in (name, holder) if n}
+        if name:
+            names |= {ln for ln, call in loaders.items() if any(
+                k.arg == "sampler" and ast.unparse(k.value) == name for k in call.keywords)}
+        label = " ".join([*names, ast.unparse(node.args[0]) if node.args else ""]).lower()
+        if any(re.search(rf"(^|[^a-z]){w}", label) for w in _EVAL_WORDS):
+            continue
+        if not names:
+            continue
+        ok = any(r in names or (r.endswith(".sampler") and r[: -len(".sampler")] in names) or
+                 (r == "sampler") for r in receivers)
+        if not ok:
+            ok = _passed_to_set_epoch(mod, project, names)
+        if not ok:
+            out.append(at("KDP509", node,
+                          f"DistributedSampler `{name or holder}` shuffles, but no epoch loop calls "
+                          "set_epoch(epoch) on it: every epoch sees the same order"))
+    return out
+
+
+def _passed_to_set_epoch(mod: Module, project: Project, names: set[str]) -> bool:
+    """True when one of ``names`` is passed to a project function whose body calls set_epoch."""
+    for node in ast.walk(mod.tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            continue
+        passed = [ast.unparse(a) for a in node.args] + [ast.unparse(k.value) for k in node.keywords]
+        if not set(passed) & names:
+            continue
+        f = project.resolve_function(mod, node.func.id)
+        if f is not None and any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(f.node)):
+            return True
+    return False

@@ -1,0 +1,162 @@
+"""The abstract values of the rank-dependence analysis, and what a condition says about ranks.
+
+A :class:`Val` is what the linter knows about one Python value: whether it differs between
+ranks (and how: *the* rank number, a local rank, "am I rank 0"), whether it is a DDP/FSDP-wrapped
+model or the output of its forward, which framework object it is, and which function parameters
+it was computed from (for call summaries).
+
+Ranks are split into three classes, enough to decide pairing across rank branches:
+``Z`` global rank 0, ``LZ`` local rank 0 of another node, ``N`` every other rank. A condition
+maps to the set of classes on which it is true (:func:`classes_of`), or to ``MANY`` when it is
+rank-dependent in a way these classes cannot express (``rank % 2 == 0``, a per-rank loss).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = [
+    "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join", "join_kind",
+    "negate_kind", "truth_kind",
+]
+
+Z, LZ, N = 1, 2, 4
+ALL = Z | LZ | N
+#: Marker: rank-dependent, but not a union of the three classes.
+MANY = -1
+
+#: Rank kinds: ``rank`` (global rank number), ``local`` (local rank number), ``zero`` (true on
+#: global rank 0 only), ``nzero`` (false on global rank 0 only), ``lzero`` (true on each node's
+#: local rank 0), ``nlzero`` (its negation), ``one`` (true on exactly one rank, not known which:
+#: ``rank == src``), ``other`` (rank-dependent, shape unknown).
+KINDS = ("rank", "local", "zero", "nzero", "lzero", "nlzero", "one", "other")
+_KIND_CLASSES = {"zero": Z, "nzero": LZ | N, "lzero": Z | LZ, "nlzero": N}
+_NEGATE = {"zero": "nzero", "nzero": "zero", "lzero": "nlzero", "nlzero": "lzero"}
+
+
+def negate_kind(kind: str | None) -> str | None:
+    """The kind of ``not x`` for a value of kind ``kind`` (``rank`` -> ``zero``: ``not rank``)."""
+    if kind is None:
+        return None
+    if kind == "rank":
+        return "zero"
+    if kind == "local":
+        return "lzero"
+    return _NEGATE.get(kind, "other")
+
+
+def truth_kind(kind: str | None) -> str | None:
+    """The kind of ``bool(x)`` (``rank`` -> ``nzero``: ``if rank:``)."""
+    if kind == "rank":
+        return "nzero"
+    if kind == "local":
+        return "nlzero"
+    return kind
+
+
+def condition_classes(val: Val) -> int:
+    """Classes on which a condition with value ``val`` is true. A condition on per-rank data
+    (the output of a wrapped model's forward: each rank has its own batch) is ``MANY``."""
+    if val.kind is None and val.ddp_out:
+        return MANY
+    return classes_of(val.kind)
+
+
+def classes_of(kind: str | None) -> int:
+    """Classes on which a condition of this kind is true: a mask of Z|LZ|N, ALL when uniform,
+    MANY when rank-dependent in another way."""
+    if kind is None:
+        return ALL
+    t = truth_kind(kind)
+    return _KIND_CLASSES.get(t or "", MANY)
+
+
+def join_kind(a: str | None, b: str | None) -> str | None:
+    """Least upper bound of two kinds (``None`` is uniform)."""
+    if a is None:
+        return b
+    if b is None or a == b:
+        return a
+    return "other"
+
+
+@dataclasses.dataclass(frozen=True)
+class Val:
+    """What is known about one value.
+
+    Attributes:
+        rank: rank kind computed inside the function (a source read here, or a callee's result).
+        prank: rank kind that comes from a parameter (the callers' arguments, joined).
+        params: names of the enclosing function's parameters the value was computed from.
+        wrapped: ``ddp``, ``fsdp`` or ``engine`` when the value is a wrapped model.
+        ddp_out: the value comes from a wrapped model's forward (``.backward()`` on it syncs).
+        fw: framework kind of an object (``accelerator``, ``fabric``, ``trainer``, ...).
+        group: membership keys of a process group made by ``new_group`` (its unparsed rank
+            list and the names in it).
+        partial: a condition true on *some* of the ranks its kind names, some of the time
+            (``rank == 0 and step > n``): those ranks may take either branch.
+        synced: the value came out of a broadcast/all-reduce/all-gather: every rank holds the
+            source's value (``if rank != 0: stop = received[0]`` makes ``stop`` uniform).
+        distflag: 1 for a condition true exactly when the job is distributed (``RANK != -1``,
+            ``dist.is_initialized()``), -1 for its negation, 0 otherwise. Under a distributed
+            run only one arm of such an ``if`` runs, so only its values flow on.
+    """
+
+    rank: str | None = None
+    prank: str | None = None
+    params: frozenset[str] = frozenset()
+    wrapped: str | None = None
+    ddp_out: bool = False
+    fw: str | None = None
+    group: frozenset[str] = frozenset()
+    partial: bool = False
+    synced: bool = False
+    distflag: int = 0
+
+    @property
+    def kind(self) -> str | None:
+        """Effective rank kind (local and parameter-borne joined)."""
+        return join_kind(self.rank, self.prank)
+
+    def with_kind(self, kind: str | None) -> Val:
+        """A copy whose rank dependence has the shape ``kind``, kept on the side it came from."""
+        if kind is None:
+            return dataclasses.replace(self, rank=None, prank=None)
+        if self.rank is not None:
+            return dataclasses.replace(self, rank=kind, prank=None)
+        return dataclasses.replace(self, prank=kind)
+
+    def data_only(self) -> Val:
+        """The value without object identity (wrapped, framework, group), as after arithmetic."""
+        if self.rank is None and self.prank is None and not self.params and not self.ddp_out and not self.synced:
+            return UNIFORM
+        return Val(self.rank, self.prank, self.params, None, self.ddp_out, None, frozenset(), synced=self.synced)
+
+
+UNIFORM = Val()
+
+
+def join(*vals: Val) -> Val:
+    """Combine values that flow into one (operands of an expression, branches of an ``if``)."""
+    interesting = [v for v in vals if v is not UNIFORM]
+    if not interesting:
+        return UNIFORM
+    if len(interesting) == 1:
+        return interesting[0]
+    vals = tuple(interesting)
+    rank = prank = None
+    params: frozenset[str] = frozenset()
+    wrapped = fw = None
+    ddp_out = False
+    group: frozenset[str] = frozenset()
+    synced = False
+    for v in vals:
+        rank = join_kind(rank, v.rank)
+        prank = join_kind(prank, v.prank)
+        params |= v.params
+        wrapped = wrapped or v.wrapped
+        fw = fw or v.fw
+        ddp_out = ddp_out or v.ddp_out
+        group |= v.group
+        synced = synced or v.synced
+    return Val(rank, prank, params, wrapped, ddp_out, fw, group, synced=synced)
