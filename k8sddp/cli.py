@@ -26,6 +26,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "policy",
     "webhook",
     "lint",
+    "launch",
+    "train",
     "submit",
     "status",
     "logs",

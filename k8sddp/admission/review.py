@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -58,6 +60,9 @@ MAX_WARNINGS = 20
 #: Upper bound on ConfigMap look-ups for one request (each is one API call; bounds latency).
 MAX_CONFIGMAP_LOOKUPS = 16
 
+#: ``AdmissionRequest.operation`` values (``k8s.io/api/admission/v1``).
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+
 PYTORCHJOB_GROUP = "kubeflow.org"
 PYTORCHJOB_KIND = "PyTorchJob"
 
@@ -77,8 +82,10 @@ class LookupFailed(Exception):
 class ConfigMapSource(Protocol):
     """Reads ConfigMaps (read-only). :class:`k8sddp.admission.lookup.KubeLookup` implements it."""
 
-    def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_configmap(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
         """The ConfigMap as a dict, or ``None`` when it does not exist.
+
+        ``timeout``: the most seconds the call may take (``None``: the source's own limit).
 
         Raises:
             LookupFailed: forbidden, unreachable, timed out.
@@ -89,8 +96,10 @@ class ConfigMapSource(Protocol):
 class NamespaceLabelSource(Protocol):
     """Reads namespace labels. :class:`k8sddp.admission.lookup.KubeLookup` implements it."""
 
-    def namespace_labels(self, namespace: str) -> dict[str, str] | None:
+    def namespace_labels(self, namespace: str, *, timeout: float | None = None) -> dict[str, str] | None:
         """The namespace's labels, or ``None`` when it does not exist.
+
+        ``timeout``: as for :meth:`ConfigMapSource.get_configmap`.
 
         Raises:
             LookupFailed: forbidden, unreachable, timed out.
@@ -147,7 +156,8 @@ def parse_review(body: bytes) -> dict[str, Any]:
 
     Raises:
         MalformedReview: not JSON, not ``admission.k8s.io/v1`` ``AdmissionReview``, or no
-            ``request`` object with a non-empty string ``uid``.
+            ``request`` object with a non-empty string ``uid``, a ``kind`` object naming the
+            kind, and an ``operation`` of :data:`OPERATIONS` (all always sent by the API server).
     """
     try:
         review = json.loads(body)
@@ -167,6 +177,14 @@ def parse_review(body: bytes) -> dict[str, Any]:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         raise MalformedReview("AdmissionReview request has no uid")
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str) or not kind["kind"]:
+        raise MalformedReview("AdmissionReview request has no kind {group, version, kind}")
+    if not isinstance(kind.get("group", ""), str):
+        raise MalformedReview("AdmissionReview request.kind.group is not a string")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise MalformedReview(f"AdmissionReview request.operation {operation!r} is not one of {', '.join(OPERATIONS)}")
     return request
 
 
@@ -202,6 +220,24 @@ def response_review(verdict: Verdict) -> dict[str, Any]:
 
 def _short(text: str) -> str:
     return text if len(text) <= MAX_WARNING_CHARS else text[: MAX_WARNING_CHARS - 3] + "..."
+
+
+#: The validator's wording for a ConfigMap it was not given (``k8sddp.validate.envresolve``):
+#: "ConfigMap 'x' is not in the input" (valueFrom) or "ConfigMap 'x' (envFrom), which is not in
+#: the input". In the webhook the input is the cluster, so the reason is said instead.
+_NOT_IN_INPUT = re.compile(r"ConfigMap '(?P<name>[^']*)'(?P<mid>(?: \(envFrom\))?,? (?:which )?)is not in the input")
+
+
+def _webhook_wording(finding: Finding, missing: dict[str, str]) -> Finding:
+    """``finding`` with "is not in the input" replaced by why the webhook lacks the ConfigMap
+    (``missing``: name -> reason such as ``was not found in namespace team-a``)."""
+
+    def _sub(m: re.Match[str]) -> str:
+        why = missing.get(m.group("name"), "was not read")
+        return f"ConfigMap '{m.group('name')}'{m.group('mid')}{why}"
+
+    text = _NOT_IN_INPUT.sub(_sub, finding.message)
+    return finding if text == finding.message else dataclasses.replace(finding, message=text)
 
 
 def _templates(obj: dict[str, Any]) -> Iterable[dict[str, Any]]:
@@ -255,9 +291,14 @@ class AdmissionDecider:
             ConfigMaps are then unverifiable and the validator reports them).
         namespaces: where namespace labels are read from; needed with ``exempt_selector``.
         exempt_selector: namespaces whose labels match it are not checked.
+        lookup_timeout: seconds all cluster look-ups of one review may take together (the
+            namespace labels and up to :data:`MAX_CONFIGMAP_LOOKUPS` ConfigMaps); what is not
+            read in time is reported as a warning and stays unverifiable. Keep it well under
+            the webhook's ``timeoutSeconds`` (chart: 2 s of 5 s).
 
     Raises:
-        ValueError: unknown profile, or ``exempt_selector`` without ``namespaces``.
+        ValueError: unknown profile, ``exempt_selector`` without ``namespaces``, or a
+            ``lookup_timeout`` that is not positive.
     """
 
     def __init__(
@@ -268,7 +309,10 @@ class AdmissionDecider:
         configmaps: ConfigMapSource | None = None,
         namespaces: NamespaceLabelSource | None = None,
         exempt_selector: LabelSelector | None = None,
+        lookup_timeout: float = 2.0,
     ) -> None:
+        if not lookup_timeout > 0:
+            raise ValueError(f"lookup_timeout must be positive, got {lookup_timeout!r}")
         if profile not in PROFILES:
             raise ValueError(f"unknown profile {profile!r}; expected one of {sorted(PROFILES)}")
         if exempt_selector is not None and namespaces is None:
@@ -282,6 +326,7 @@ class AdmissionDecider:
         self._configmaps = configmaps
         self._namespaces = namespaces
         self._exempt = exempt_selector
+        self.lookup_timeout = lookup_timeout
 
     def decide(self, request: dict[str, Any]) -> Verdict:
         """Decide one ``AdmissionReview.request`` (as returned by :func:`parse_review`).
@@ -302,8 +347,9 @@ class AdmissionDecider:
         )
         if kind.get("group") != PYTORCHJOB_GROUP or v.kind != PYTORCHJOB_KIND:
             v.reason = "not-a-pytorchjob"
+            group = kind.get("group") or "core"
             v.warnings.append(
-                _short(f"k8sddp webhook: {kind.get('group')}/{v.kind} is not checked; "
+                _short(f"k8sddp webhook: {v.kind} ({group}/{kind.get('version') or '?'}) is not checked; "
                        "its webhook rules should match only kubeflow.org pytorchjobs")
             )
             return v
@@ -324,19 +370,20 @@ class AdmissionDecider:
         if v.operation == "UPDATE" and isinstance(old, dict) and old.get("spec") == obj.get("spec"):
             v.reason = "unchanged-spec"
             return v
-        if self._exempt is not None and self._namespace_exempt(v):
+        deadline = time.monotonic() + self.lookup_timeout
+        if self._exempt is not None and self._namespace_exempt(v, deadline):
             return v
-        return self._check(v, obj)
+        return self._check(v, obj, deadline)
 
     def _deny_bad(self, v: Verdict, message: str) -> Verdict:
         v.allowed, v.code, v.reason = False, 400, "malformed-object"
         v.message = f"k8sddp: malformed admission request: {message}"
         return v
 
-    def _namespace_exempt(self, v: Verdict) -> bool:
+    def _namespace_exempt(self, v: Verdict, deadline: float) -> bool:
         assert self._namespaces is not None and self._exempt is not None
         try:
-            labels = self._namespaces.namespace_labels(v.namespace)
+            labels = self._namespaces.namespace_labels(v.namespace, timeout=deadline - time.monotonic())
         except LookupFailed as exc:
             # Fail towards checking: an unreadable namespace is not exempt.
             v.warnings.append(_short(f"k8sddp: namespace {v.namespace} labels unreadable ({exc}); checked"))
@@ -350,32 +397,52 @@ class AdmissionDecider:
             return True
         return False
 
-    def _lookup_configmaps(self, v: Verdict, obj: dict[str, Any]) -> list[dict[str, Any]]:
-        if self._configmaps is None:
-            return []
-        found: list[dict[str, Any]] = []
+    def _lookup_configmaps(
+        self, v: Verdict, obj: dict[str, Any], deadline: float
+    ) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """The ConfigMaps found, and for each name not found why: ``not found in namespace N``,
+        ``could not be read`` or ``was not read`` (see :func:`_webhook_wording`)."""
         names = configmap_names(obj)
+        if self._configmaps is None:
+            return [], {n: "was not read (the webhook runs with --no-configmap-lookup)" for n in names}
+        found: list[dict[str, Any]] = []
+        missing: dict[str, str] = {}
         if len(names) > MAX_CONFIGMAP_LOOKUPS:
             v.warnings.append(_short(f"k8sddp: only the first {MAX_CONFIGMAP_LOOKUPS} of "
                                      f"{len(names)} ConfigMaps were read"))
+            for name in names[MAX_CONFIGMAP_LOOKUPS:]:
+                missing[name] = f"was not read (over the limit of {MAX_CONFIGMAP_LOOKUPS} per job)"
             names = names[:MAX_CONFIGMAP_LOOKUPS]
-        for name in names:
+        for i, name in enumerate(names):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                rest = names[i:]
+                v.warnings.append(_short(
+                    f"k8sddp: {len(rest)} ConfigMap(s) not read ({', '.join(rest)}): the look-up time "
+                    f"limit of {self.lookup_timeout:g} s for this review was spent"))
+                for n in rest:
+                    missing[n] = f"was not read (look-up time limit of {self.lookup_timeout:g} s spent)"
+                break
             try:
-                cm = self._configmaps.get_configmap(v.namespace, name)
+                cm = self._configmaps.get_configmap(v.namespace, name, timeout=left)
             except LookupFailed as exc:
                 v.warnings.append(_short(f"k8sddp: ConfigMap {v.namespace}/{name} unreadable: {exc}"))
+                missing[name] = f"could not be read ({exc})"
                 continue
-            if cm is not None:
+            if cm is None:
+                v.warnings.append(_short(f"k8sddp: ConfigMap {name} not found in namespace {v.namespace}"))
+                missing[name] = f"was not found in namespace {v.namespace}"
+            else:
                 found.append(cm)
-        return found
+        return found, missing
 
-    def _check(self, v: Verdict, obj: dict[str, Any]) -> Verdict:
+    def _check(self, v: Verdict, obj: dict[str, Any], deadline: float) -> Verdict:
         obj = dict(obj)
         meta = dict(obj["metadata"])
         if v.namespace and not meta.get("namespace"):
             meta["namespace"] = v.namespace  # CREATE bodies often leave it to the request path
         obj["metadata"] = meta
-        configmaps = self._lookup_configmaps(v, obj)
+        configmaps, missing = self._lookup_configmaps(v, obj, deadline)
         report = self._validate(
             [obj],
             file=f"admission:{v.namespace}/{v.name}",
@@ -383,7 +450,7 @@ class AdmissionDecider:
             configmaps=configmaps,
             namespace=v.namespace or None,
         )
-        v.findings = list(report.findings)
+        v.findings = [_webhook_wording(f, missing) for f in report.findings]
         failing = [f for f in v.findings if _fails(f)]
         for f in v.findings:
             if f.exempted_by:

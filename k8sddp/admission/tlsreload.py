@@ -19,11 +19,25 @@ import time
 
 from ..errors import UsageError
 
-__all__ = ["ReloadingTLS"]
+__all__ = ["ReloadingTLS", "explain"]
 
 log = logging.getLogger("k8sddp.webhook")
 
 _Signature = tuple[tuple[int, int, int], tuple[int, int, int]]
+
+
+def explain(exc: BaseException) -> str:
+    """A readable reason for a failed certificate/key load (OpenSSL's codes are cryptic).
+
+    ``KEY_VALUES_MISMATCH`` (same key type) and ``NO_CERTIFICATE_ASSIGNED`` (different key
+    types, e.g. an RSA key with an EC certificate) both mean the key is not the certificate's.
+    """
+    reason = getattr(exc, "reason", None)
+    if reason in ("KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED"):
+        return f"the certificate and private key do not match ({exc})"
+    if isinstance(exc, ssl.SSLError) and "PEM lib" in str(exc):
+        return f"the certificate or key file is empty or not PEM ({exc})"
+    return str(exc)
 
 
 def _signature(cert: str, key: str) -> _Signature:
@@ -65,7 +79,7 @@ class ReloadingTLS:
             self._sig = _signature(cert_file, key_file)
             self._ctx = self._build()
         except (OSError, ssl.SSLError) as exc:
-            raise UsageError(f"cannot load TLS certificate {cert_file} / key {key_file}: {exc}") from exc
+            raise UsageError(f"cannot load TLS certificate {cert_file} / key {key_file}: {explain(exc)}") from exc
         self._checked = time.monotonic()
 
     def _build(self) -> ssl.SSLContext:
@@ -94,7 +108,8 @@ class ReloadingTLS:
                     self._ctx = self._build()
                 except (OSError, ssl.SSLError) as exc:
                     # Probably caught mid-rotation: keep serving the old pair and retry later.
-                    log.error("tls reload failed; keeping the current certificate", extra={"error": str(exc)})
+                    log.error("tls reload failed; keeping the current certificate",
+                              extra={"error": explain(exc), "cert_file": self.cert_file, "key_file": self.key_file})
                     return self._ctx
                 self._sig = sig
                 self.reloads += 1

@@ -33,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="lowest severity that makes the exit code 1 (default: error)")
     p.add_argument("--fix", action="store_true", help="apply safe fixes in place (adds timeout= to init_process_group)")
     p.add_argument("--config", metavar="FILE", help="pyproject.toml to use instead of the nearest one")
+    p.add_argument("--show-exempted", action="store_true",
+                   help="text format: list each finding silenced by '# noqa' (default: only count them)")
     p.add_argument("--select", type=_ids, metavar="IDS", help="comma-separated rule id prefixes to check")
     p.add_argument("--ignore", type=_ids, metavar="IDS", help="comma-separated rule id prefixes to skip")
     p.set_defaults(handler=run)
@@ -43,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
     from ..lint import lint_paths
 
     result = lint_paths(args.paths, config_file=args.config, select=args.select, ignore=args.ignore, fix=args.fix)
-    sys.stdout.write(render(result.report, args.format, tool="lint"))
+    if args.format == "text":
+        from ..reporters import text
+
+        sys.stdout.write(text.render(result.report, tool="lint", show_exempted=args.show_exempted))
+    else:
+        sys.stdout.write(render(result.report, args.format, tool="lint"))
     if args.fix:
         print(f"lint: fixed {result.fixed} finding(s) in {len(result.fixed_files)} file(s)", file=sys.stderr)
     return result.report.exit_code(Severity(args.fail_on))

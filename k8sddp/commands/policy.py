@@ -2,19 +2,33 @@
 
 ``--format vap`` gives a ValidatingAdmissionPolicy and its binding (Kubernetes >= 1.30),
 ``--format kyverno`` a Kyverno ClusterPolicy (Kyverno >= 1.11). Exit codes: 0 written,
-2 usage error or unwritable ``--out``. See ``docs/admission.md``.
+2 usage error (a name that is not a DNS-1123 subdomain, conflicting flags, ``--failure-policy``
+with ``--format kyverno``) or unwritable ``--out``. See ``docs/admission.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import re
 import sys
-import tempfile
 from typing import Any
 
 from ..errors import UsageError
+
+#: metadata.name of cluster-scoped objects (the VAP, its binding, a Kyverno ClusterPolicy):
+#: an RFC 1123 subdomain (Kubernetes ``IsDNS1123Subdomain``: <= 253 characters).
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _object_name(text: str) -> str:
+    """argparse type: a DNS-1123 subdomain, as the API server requires of these names."""
+    if len(text) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a valid object name: lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit, at most 253 characters (RFC 1123 subdomain)"
+        )
+    return text
 
 
 def register(subparsers: Any) -> None:
@@ -32,12 +46,15 @@ def register(subparsers: Any) -> None:
     e.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
                    help="yaml (documents separated by ---) or json (a v1 List)")
     e.add_argument("--out", default=None, metavar="FILE", help="write to FILE atomically instead of stdout")
-    e.add_argument("--name", default=None, help="object name (default k8sddp-baseline)")
-    e.add_argument("--exempt-namespace-label", default=None, metavar="KEY=VALUE",
-                   help="namespaces with this label are not checked (default k8sddp.dev/guardrails=disabled)")
-    e.add_argument("--no-namespace-exemption", action="store_true", help="check every namespace")
-    e.add_argument("--failure-policy", choices=["Fail", "Ignore"], default="Fail",
-                   help="vap only: what an expression error does (default Fail)")
+    e.add_argument("--name", type=_object_name, default=None,
+                   help="object name, an RFC 1123 subdomain (default k8sddp-baseline)")
+    ns = e.add_mutually_exclusive_group()
+    ns.add_argument("--exempt-namespace-label", default=None, metavar="KEY=VALUE",
+                    help="namespaces with this label are not checked (default k8sddp.dev/guardrails=disabled)")
+    ns.add_argument("--no-namespace-exemption", action="store_true", help="check every namespace")
+    e.add_argument("--failure-policy", choices=["Fail", "Ignore"], default=None,
+                   help="--format vap only: what an expression error does (default Fail); "
+                   "an error with --format kyverno")
     e.set_defaults(handler=run)
 
 
@@ -69,27 +86,35 @@ def _label(text: str) -> tuple[str, str]:
 
 
 def _write_atomic(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
+    """Write ``text`` to ``path`` atomically; a failure names ``path``, not the temporary file."""
+    from ..atomic import write_text_atomic
+
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".k8sddp-", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
+        write_text_atomic(path, text)
     except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc}") from exc
+        why = exc.strerror or type(exc).__name__
+        if isinstance(exc, FileNotFoundError):
+            why = "its folder does not exist"
+        raise UsageError(f"cannot write --out {path}: {why}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the objects and print or write them.
 
     Raises:
-        UsageError: a bad ``--exempt-namespace-label`` or an unwritable ``--out``.
+        UsageError: a bad ``--exempt-namespace-label``, ``--failure-policy`` with
+            ``--format kyverno``, or an unwritable ``--out``.
     """
     import yaml
 
     _BlockDumper = _block_dumper()
     from ..admission.policy import DEFAULT_EXEMPT_LABEL, POLICY_NAME, kyverno_policy, vap_objects
 
+    if args.failure_policy is not None and args.format != "vap":
+        raise UsageError(
+            "--failure-policy applies to --format vap only; a Kyverno ClusterPolicy has its own "
+            "spec.failurePolicy (default Fail), which the exported policy leaves at its default"
+        )
     exempt: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL
     if args.no_namespace_exemption:
         exempt = None
@@ -97,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         exempt = _label(args.exempt_namespace_label)
     name = args.name or POLICY_NAME
     if args.format == "vap":
-        objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy)
+        objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail")
     else:
         objs = [kyverno_policy(name=name, exempt_label=exempt)]
     if args.output == "json":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import signal
 from typing import Any
 
@@ -18,37 +19,101 @@ from ..errors import UsageError
 log = logging.getLogger("k8sddp.webhook")
 
 
+def _number(text: str, *, minimum: float, inclusive: bool, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}") from None
+    if not math.isfinite(value) or value < minimum or (not inclusive and value == minimum):
+        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number of {what} {bound}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """argparse type: seconds > 0 (finite)."""
+    return _number(text, minimum=0, inclusive=False, what="seconds")
+
+
+def _seconds_or_zero(text: str) -> float:
+    """argparse type: seconds >= 0 (finite)."""
+    return _number(text, minimum=0, inclusive=True, what="seconds")
+
+
+def _count(text: str) -> int:
+    """argparse type: a whole number > 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be > 0")
+    return value
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port 0-65535 (0: the system picks one; the log names it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
+    return value
+
+
+def _url_path(text: str) -> str:
+    """argparse type: an absolute URL path (``/validate``), as ``clientConfig.service.path``."""
+    if not text.startswith("/") or any(ch.isspace() or ch in "?#" for ch in text):
+        raise argparse.ArgumentTypeError(f"{text!r}: must start with / and hold no spaces, ? or #")
+    return text
+
+
 def register(subparsers: Any) -> None:
-    """Add ``webhook serve`` to the CLI."""
+    """Add ``webhook serve`` to the CLI. Numeric flags are checked by argparse (exit 2)."""
     p = subparsers.add_parser("webhook", help="validating admission webhook for PyTorchJobs")
     sub = p.add_subparsers(dest="webhook_command", metavar="SUBCOMMAND")
     sub.required = True
     s = sub.add_parser(
         "serve",
         help="serve AdmissionReview v1 over HTTPS",
-        description="Serve the k8sddp validating admission webhook (AdmissionReview v1) over HTTPS.",
+        description="Serve the k8sddp validating admission webhook (AdmissionReview v1) over HTTPS. "
+        "ConfigMap look-ups need the kubernetes package (pip install 'k8sddp[cluster]') and an "
+        "in-cluster service account or --kubeconfig; --no-configmap-lookup runs without both.",
     )
     s.add_argument("--tls-cert-file", required=True, help="PEM certificate chain; reloaded when it changes")
     s.add_argument("--tls-private-key-file", required=True, help="PEM private key; reloaded when it changes")
-    s.add_argument("--address", default="0.0.0.0", help="listen address (default 0.0.0.0)")
-    s.add_argument("--port", type=int, default=8443, help="listen port (default 8443)")
-    s.add_argument("--path", default="/validate", help="review endpoint path (default /validate)")
+    s.add_argument("--address", default="0.0.0.0",
+                   help="listen address (default 0.0.0.0: in a pod the Service reaches the pod IP; "
+                   "use 127.0.0.1 on a workstation)")
+    s.add_argument("--port", type=_port, default=8443, help="listen port (default 8443; 0 picks a free one)")
+    s.add_argument("--path", type=_url_path, default="/validate",
+                   help="review endpoint path, starting with / (default /validate)")
     s.add_argument("--profile", choices=sorted(PROFILES), default="baseline", help="guardrail profile (default baseline)")
-    s.add_argument("--max-request-bytes", type=int, default=None,
+    s.add_argument("--max-request-bytes", type=_count, default=None,
                    help="largest request body in bytes, larger gets HTTP 413 (default 4 MiB)")
     s.add_argument("--no-configmap-lookup", action="store_true",
-                   help="do not read ConfigMaps named by envFrom/valueFrom (their variables stay unverifiable)")
+                   help="do not read ConfigMaps named by envFrom/valueFrom (their variables stay unverifiable); "
+                   "needed to run without the kubernetes package or a cluster configuration")
     s.add_argument("--exempt-namespace-selector", default=None, metavar="SELECTOR",
                    help="label selector; jobs in namespaces it matches are admitted unchecked (needs get on namespaces)")
     s.add_argument("--kubeconfig", default=None, help="kubeconfig for look-ups outside a pod (default: in-cluster)")
     s.add_argument("--context", default=None, help="kubeconfig context")
-    s.add_argument("--lookup-timeout", type=float, default=2.0, help="seconds per API look-up (default 2)")
-    s.add_argument("--lookup-cache-seconds", type=float, default=5.0, help="seconds a look-up is reused (default 5)")
-    s.add_argument("--cert-check-interval", type=float, default=1.0,
-                   help="seconds between checks of the certificate files (default 1)")
-    s.add_argument("--idle-timeout", type=float, default=30.0,
-                   help="seconds an idle or slow connection is kept (default 30)")
-    s.add_argument("--shutdown-delay", type=float, default=5.0,
+    s.add_argument("--lookup-timeout", type=_seconds, default=2.0,
+                   help="seconds all API look-ups of one review may take together, one try each "
+                   "(default 2; keep well under the webhook's timeoutSeconds)")
+    s.add_argument("--lookup-cache-seconds", type=_seconds_or_zero, default=5.0,
+                   help="seconds a look-up is reused, 0 disables the cache (default 5)")
+    s.add_argument("--cert-check-interval", type=_seconds_or_zero, default=1.0,
+                   help="seconds between checks of the certificate files, 0: every connection (default 1)")
+    s.add_argument("--idle-timeout", type=_seconds, default=30.0,
+                   help="seconds a keep-alive connection may wait between requests (default 30)")
+    s.add_argument("--request-timeout", type=_seconds, default=10.0,
+                   help="seconds from a request's first byte until its request line, headers and body "
+                   "are all received, however slowly they trickle; later gets 408 (default 10)")
+    s.add_argument("--max-connections", type=_count, default=128,
+                   help="connections served at once; one more gets HTTP 503 and is closed (default 128)")
+    s.add_argument("--shutdown-delay", type=_seconds_or_zero, default=5.0,
                    help="seconds to keep serving while not ready after SIGTERM (default 5)")
     s.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     s.set_defaults(handler=run)
@@ -72,11 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from ..admission.tlsreload import ReloadingTLS
 
     configure_logging(args.log_level)
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port {args.port} is not a TCP port")
     max_bytes = DEFAULT_MAX_BODY_BYTES if args.max_request_bytes is None else args.max_request_bytes
-    if max_bytes <= 0:
-        raise UsageError("--max-request-bytes must be positive")
     selector = None
     if args.exempt_namespace_selector:
         try:
@@ -87,9 +148,13 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_configmap_lookup or selector is not None:
         from ..admission.lookup import KubeLookup
 
+        # With --no-configmap-lookup only the namespace exemption needs the cluster.
+        way_out = "drop --exempt-namespace-selector" if args.no_configmap_lookup else (
+            "run with --no-configmap-lookup (guard variables from ConfigMaps then stay unverifiable)")
         lookup = KubeLookup(
             kubeconfig=args.kubeconfig, context=args.context,
             timeout_seconds=args.lookup_timeout, cache_seconds=args.lookup_cache_seconds,
+            way_out=way_out,
         )
     tls = ReloadingTLS(args.tls_cert_file, args.tls_private_key_file, check_interval=args.cert_check_interval)
     decider = AdmissionDecider(
@@ -97,10 +162,14 @@ def run(args: argparse.Namespace) -> int:
         configmaps=None if args.no_configmap_lookup else lookup,
         namespaces=lookup if selector is not None else None,
         exempt_selector=selector,
+        lookup_timeout=args.lookup_timeout,
     )
     app = WebhookApp(decider, tls, max_body_bytes=max_bytes, path=args.path)
     try:
-        server = WebhookServer((args.address, args.port), app, idle_timeout=args.idle_timeout)
+        server = WebhookServer(
+            (args.address, args.port), app, idle_timeout=args.idle_timeout,
+            request_timeout=args.request_timeout, max_connections=args.max_connections,
+        )
     except OSError as exc:
         raise UsageError(f"cannot listen on {args.address}:{args.port}: {exc}") from exc
 
@@ -117,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
             "profile": args.profile, "version": __version__, "catalogue_version": CATALOGUE_VERSION,
             "configmap_lookup": not args.no_configmap_lookup,
             "exempt_namespace_selector": str(selector) if selector else None,
-            "max_request_bytes": max_bytes,
+            "max_request_bytes": max_bytes, "lookup_timeout_s": args.lookup_timeout,
+            "request_timeout_s": args.request_timeout, "max_connections": args.max_connections,
         },
     )
     try:

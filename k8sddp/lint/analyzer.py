@@ -15,7 +15,7 @@ import dataclasses
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Summary
+from .events import Summary, WriteSum, delegated
 from .flow import Walker, local_names, loop_carried
 from .project import FuncInfo, Module, Project, dotted
 from .values import ALL, LZ, UNIFORM, Val, Z, join
@@ -63,6 +63,20 @@ def _changed_names(old: dict[_K, dict[str, Val]], new: dict[_K, dict[str, Val]])
         if names:
             out[key] = names
     return out
+
+
+def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
+    """The writes of a walked function that its call sites judge (see :func:`delegated`)."""
+    out: list[WriteSum] = []
+    params = tuple(p for p in w.func.params if p not in ("self", "cls"))
+    for e in w.events:
+        how = delegated(e, params, w.entry_mask)
+        if how is None:
+            continue
+        param = e.path.id if how == "param" and isinstance(e.path, ast.Name) else None
+        what = e.detail if e.kind == "cwrite" and e.detail else e.op
+        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path))
+    return tuple(out[:16])
 
 
 class Analyzer:
@@ -200,7 +214,7 @@ class Analyzer:
                     sig=tuple(e.op for e in colls)[:8],
                     first=(colls[0].detail, colls[0].line) if colls else ("", 0),
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
-                    writes=tuple(sorted(p for k, p in w.param_io if k == "write")),
+                    writes=_write_summary(w),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)
@@ -251,6 +265,25 @@ class Analyzer:
         """Which rank classes can run ``f`` (the union over its call sites of the classes at the
         call site that can run the caller)."""
         return self._context(f.key, set())
+
+    def unguarded_context(self, f: FuncInfo) -> Context:
+        """Like :meth:`context`, over only the call sites with no rank guard of their own (the
+        guarded ones judge ``f``'s unguarded writes themselves, at the call)."""
+        sites = [s for s in self.callsites.get(f.key, []) if s.mask == ALL and s.many is None and s.cause is None]
+        if not sites:
+            return Context(0, None, None, "", bool(self.callsites.get(f.key)))
+        mask = 0
+        many: ast.AST | None = None
+        cause: ast.AST | None = None
+        cause_path = ""
+        by_exit = False
+        for s in sites:
+            c = self._context(s.caller, {f.key})
+            mask |= c.mask
+            many = many or c.many
+            if cause is None and c.cause is not None:
+                cause, cause_path, by_exit = c.cause, c.cause_path, c.cause_is_exit
+        return Context(mask, many, cause, cause_path, True, by_exit)
 
     def _context(self, key: str, stack: set[str]) -> Context:
         if key in self._ctx:

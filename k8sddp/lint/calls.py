@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import os
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .exprs import ExprEval, env_key, env_name
-from .values import UNIFORM, Val, join, join_kind
+from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
     from .analyzer import Analyzer
-    from .events import Event
+    from .events import Event, WriteSum
     from .project import FuncInfo
 
 __all__ = ["CallMixin"]
@@ -43,6 +44,30 @@ _MODEL_WORDS = ("model", "net", "module", "encoder", "decoder", "policy", "gpt",
 _NOT_MODEL_WORDS = ("optim", "loader", "sched", "data", "opt")
 _EXCLUDED_ROOTS = ("torch", "numpy", "jax", "tensorflow", "cupy", "math", "tqdm", "horovod", "scipy")
 _FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers")
+
+
+def _default(f: FuncInfo, param: str) -> ast.expr | None:
+    """The default value of ``f``'s parameter ``param``, if it has one."""
+    if isinstance(f.node, ast.Module):
+        return None
+    a = f.node.args
+    positional = [*a.posonlyargs, *a.args]
+    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True):
+        if p.arg == param:
+            return d
+    for p, kd in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        if p.arg == param:
+            return kd
+    return None
+
+
+def _short(path: str) -> str:
+    """``path`` relative to the working folder when it lies below it (messages)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def _model_like(node: ast.expr) -> bool:
@@ -76,6 +101,7 @@ class CallMixin(ExprEval):
     events: list[Event]
     mask: int
     many: ast.AST | None
+    cause: ast.AST | None
     silent: int
     uses_rank: bool
     param_io: set[tuple[str, str]]
@@ -143,11 +169,12 @@ class CallMixin(ExprEval):
             desc, line = summ.first
             where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
             self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}")
-        for kind, names in (("read", summ.reads), ("cwrite", summ.writes)):
-            for p in names:
-                arg = _arg(node, params.index(p), p) if p in params else None
-                if arg is not None:
-                    self.emit(kind, f"{f.name}", node, path=arg, path_val=mapping.get(p))
+        for p in summ.reads:
+            arg = _arg(node, params.index(p), p) if p in params else None
+            if arg is not None:
+                self.emit("read", f"{f.name}", node, path=arg, path_val=mapping.get(p))
+        if summ.writes:
+            self.call_writes(node, f, params, mapping, summ.writes)
         ret = summ.ret
         rank, prank = ret.rank, None
         wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
@@ -164,7 +191,39 @@ class CallMixin(ExprEval):
             ddp_out = ddp_out or a.ddp_out
             fw = fw or a.fw
             params_out |= a.params
-        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group)
+        synced = ret.synced and rank is None and prank is None and not ddp_out
+        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced)
+
+    def call_writes(self, node: ast.Call, f: FuncInfo, params: list[str], mapping: dict[str, Val],
+                    writes: tuple[WriteSum, ...]) -> None:
+        """The writes of project function ``f`` judged at this call: those to a path the call
+        passes (always), and its unguarded fixed-path writes when this call is under a rank guard
+        (unguarded calls leave those to be reported inside ``f``). Each is a ``cwrite`` event
+        at the call, naming ``f`` and the writer inside it."""
+        guarded = self.mask != ALL or self.many is not None or self.cause is not None
+        for ws in writes:
+            if ws.param is not None:
+                arg = _arg(node, params.index(ws.param), ws.param) if ws.param in params else None
+                val = mapping.get(ws.param)
+                if arg is None:  # not passed: the parameter's default (`filename="checkpoint.pth"`)
+                    arg, val = _default(f, ws.param), UNIFORM
+                if arg is None:
+                    continue
+                path: ast.expr | None = arg
+            elif guarded:
+                path, val = ws.path, UNIFORM
+            else:
+                continue
+            saved = self.mask, self.many
+            self.mask &= ws.mask
+            if ws.many and self.many is None:
+                self.many = node
+            try:
+                where = f"line {ws.line}" if ws.module == self.mod.path else f"{_short(ws.module)}:{ws.line}"
+                detail = ws.what if "() at " in ws.what else f"{ws.what}() at {where}"
+                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail)
+            finally:
+                self.mask, self.many = saved
 
     # -- the dispatcher ----------------------------------------------------------------------
     def call(self, node: ast.Call) -> Val:
@@ -368,8 +427,11 @@ class CallMixin(ExprEval):
             return
         cur = self.env.get(key) or self.lookup(target) or UNIFORM
         # the collective's doing: the same on every rank again (no longer per-rank data), or not
+        # the result no longer depends on what the function's parameters held on this rank: a
+        # helper that all-reduces a tensor built from its argument returns a uniform value
+        # (`t = torch.tensor([x]); dist.all_reduce(t); return t.item()`), so drop `params`
         self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None,
-                                            synced=kind is None)
+                                            synced=kind is None, params=cur.params if kind else frozenset())
 
     def tuple_parts(self, node: ast.expr | None, n: int) -> list[Val] | None:
         """Element-wise values of a call that returns a tuple (``accelerator.prepare``,

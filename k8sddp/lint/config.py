@@ -30,7 +30,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["LintConfig", "find_config", "load_config"]
+__all__ = ["LintConfig", "clear_config_cache", "find_config", "load_config"]
 
 _KEYS = {"select", "ignore", "exclude", "per-file-ignores"}
 _CODE = re.compile(r"^KDP\d{0,3}$")
@@ -148,9 +148,19 @@ def load_config(path: Path) -> LintConfig:
 _FOUND: dict[Path, Path | None] = {}
 
 
+def clear_config_cache() -> None:
+    """Forget the configuration files found so far (each lint run starts afresh)."""
+    _FOUND.clear()
+
+
 def find_config(start: Path) -> Path | None:
     """The nearest ``pyproject.toml`` holding ``[tool.k8sddp.lint]``, from ``start`` (a file or a
-    folder) upwards, or None."""
+    folder) upwards, or None.
+
+    Raises:
+        UsageError: a ``pyproject.toml`` on the way (or its folder) cannot be read: its
+            configuration cannot be ignored silently (exit 2).
+    """
     d = start.resolve()
     if not d.is_dir():
         d = d.parent
@@ -162,16 +172,17 @@ def find_config(start: Path) -> Path | None:
             break
         visited.append(d)
         candidate = d / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                text = candidate.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                text = ""
-            if re.search(r"^\s*\[\s*tool\.k8sddp\.lint\b", text, re.M) or re.search(
-                r"^\s*\[\s*tool\.k8sddp\s*\][^\[]*\blint\s*=", text, re.M | re.S
-            ):
-                found = candidate
-                break
+        try:
+            is_file = candidate.is_file()
+            text = candidate.read_text(encoding="utf-8", errors="replace") if is_file else ""
+        except PermissionError as exc:
+            raise UsageError(f"{candidate}: permission denied (cannot look for [tool.k8sddp.lint])") from exc
+        except OSError as exc:
+            raise UsageError(f"{candidate}: cannot read: {exc.strerror or exc}") from exc
+        if is_file and (re.search(r"^\s*\[\s*tool\.k8sddp\.lint\b", text, re.M) or re.search(
+                r"^\s*\[\s*tool\.k8sddp\s*\][^\[]*\blint\s*=", text, re.M | re.S)):
+            found = candidate
+            break
         if d.parent == d:
             break
         d = d.parent

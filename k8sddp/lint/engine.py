@@ -14,8 +14,10 @@ import dataclasses
 import io
 import os
 import re
+import stat
 import sys
 import tokenize
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from ..catalogue import get_rule
 from ..errors import UsageError
 from ..findings import Finding, Report, Severity
 from .analyzer import Analyzer
-from .config import LintConfig, find_config, load_config
+from .config import LintConfig, clear_config_cache, find_config, load_config
 from .events import Raw
 from .fix import fix_timeouts, write_atomic
 from .project import Module, Project, build_module, read_source
@@ -60,38 +62,102 @@ class LintResult:
     fixed_files: list[str] = dataclasses.field(default_factory=list)
 
 
-def collect_files(paths: Sequence[str], config: LintConfig | None = None) -> list[str]:
+def collect_files(paths: Sequence[str], config: LintConfig | None = None,
+                  skipped: Counter[str] | None = None) -> list[str]:
     """Expand ``paths`` (files, folders, ``-``) into the files to lint, in a stable order.
 
-    A folder yields its ``*.py`` files, skipping hidden folders, :data:`SKIP_DIRS` and the
-    configuration's ``exclude`` globs; a file named explicitly is always linted.
+    A folder yields its ``*.py`` regular files, skipping hidden folders, :data:`SKIP_DIRS` and
+    the configuration's ``exclude`` globs; a file named explicitly is always linted. FIFOs,
+    sockets and devices (named or found) are never opened (reading a FIFO blocks forever); each
+    is counted in ``skipped`` under ``not a regular file``.
+
+    Args:
+        paths: files, folders, or ``-``.
+        config: a configuration to use instead of each folder's nearest one.
+        skipped: a counter to add the skipped non-regular files to.
 
     Raises:
-        UsageError: a path that does not exist or cannot be read (exit 2).
+        UsageError: every path that does not exist or cannot be read, file or folder, named or
+            met while walking a folder, listed in one message (exit 2); nothing is skipped
+            silently.
     """
     out: list[str] = []
+    problems: list[str] = []
     for raw in paths:
         if raw == "-":
             out.append("-")
             continue
         p = Path(raw)
-        if p.is_dir():
-            cfg = config or _config_for(p)
-            for dirpath, dirnames, filenames in os.walk(p):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
-                                     and not cfg.excluded(os.path.join(dirpath, d) + "/"))
-                for name in sorted(filenames):
-                    if name.endswith(".py"):
-                        f = os.path.join(dirpath, name)
-                        if not cfg.excluded(f):
-                            out.append(f)
-        elif p.exists():
-            if not os.access(p, os.R_OK):
-                raise UsageError(f"{raw}: permission denied")
-            out.append(raw)
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            problems.append(f"{raw}: no such file or directory")
+            continue
+        except OSError as exc:
+            problems.append(f"{raw}: {_why(exc)}")
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            if not _can(p, os.R_OK | os.X_OK):
+                problems.append(f"{raw}: permission denied (cannot list the folder)")
+                continue
+            try:
+                cfg = config or _config_for(p)
+            except UsageError as exc:
+                problems.append(str(exc))
+                continue
+            out.extend(_walk(p, cfg, problems, skipped))
+        elif not stat.S_ISREG(st.st_mode):
+            if skipped is not None:
+                skipped["not a regular file"] += 1
+        elif not _can(p, os.R_OK):
+            problems.append(f"{raw}: permission denied")
         else:
-            raise UsageError(f"{raw}: no such file or directory")
+            out.append(raw)
+    if problems:
+        raise UsageError("; ".join(dict.fromkeys(problems)))
     return list(dict.fromkeys(out))
+
+
+def _can(path: str | Path, mode: int) -> bool:
+    """``os.access`` with the effective ids (what opening the file will be checked against)."""
+    return os.access(path, mode, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def _walk(top: Path, cfg: LintConfig, problems: list[str], skipped: Counter[str] | None) -> list[str]:
+    """The lintable files under ``top``; unreadable folders and files go to ``problems``."""
+    out: list[str] = []
+
+    def onerror(exc: OSError) -> None:
+        problems.append(f"{exc.filename or top}: {_why(exc)} (cannot list the folder)")
+
+    for dirpath, dirnames, filenames in os.walk(top, onerror=onerror):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
+                             and not cfg.excluded(os.path.join(dirpath, d) + "/"))
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            f = os.path.join(dirpath, name)
+            if cfg.excluded(f):
+                continue
+            try:
+                st = os.stat(f)
+            except OSError as exc:
+                problems.append(f"{f}: {_why(exc)}")
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                if skipped is not None:
+                    skipped["not a regular file"] += 1
+            elif not _can(f, os.R_OK):
+                problems.append(f"{f}: permission denied")
+            else:
+                out.append(f)
+    return out
 
 
 _CONFIGS: dict[str, LintConfig] = {}
@@ -107,11 +173,29 @@ def _config_for(path: Path) -> LintConfig:
     return _CONFIGS[key]
 
 
+def _undecodable(data: bytes, exc: UnicodeDecodeError) -> Raw:
+    """KDP500 at the line and column of the first byte that does not decode (``exc.start`` is an
+    offset into ``data``)."""
+    before = data[: exc.start]
+    line = before.count(b"\n") + 1
+    col = exc.start - (before.rfind(b"\n") + 1) + 1
+    return Raw("KDP500", line, col,
+               f"cannot decode the file as Python source: byte {data[exc.start]:#04x} is not valid "
+               f"{exc.encoding} ({exc.reason}); declare the encoding (# -*- coding: ... -*-) or re-save it")
+
+
 def _parse(name: str, data: bytes) -> tuple[Module | None, str, Raw | None]:
     try:
         text = read_source(data)
-    except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-        return None, "", Raw("KDP500", 1, 0, f"cannot decode the file as Python source: {exc}")
+    except UnicodeDecodeError as exc:
+        return None, "", _undecodable(data, exc)
+    except (SyntaxError, LookupError) as exc:
+        try:  # tokenize refuses bad UTF-8 in the first two lines as a bad "encoding declaration"
+            data.decode("utf-8")
+        except UnicodeDecodeError as utf8_exc:
+            return None, "", _undecodable(data, utf8_exc)
+        line = getattr(exc, "lineno", None) or 1
+        return None, "", Raw("KDP500", line, 0, f"cannot decode the file as Python source: {exc}")
     try:
         tree = ast.parse(text, filename=name)
     except SyntaxError as exc:
@@ -170,7 +254,8 @@ def lint_sources(
             if w is None:
                 continue
             found.extend(check_sync(w))
-            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules)))
+            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules),
+                                  analyzer.unguarded_context(f)))
         found.extend(check_misc(mod, project))
         found.extend(check_forward(mod))
         raws[name] = found
@@ -199,19 +284,23 @@ def lint_sources(
 
 
 def _read_all(files: list[str]) -> list[tuple[str, bytes]]:
+    """Read every file (``-``: standard input).
+
+    Raises:
+        UsageError: each file that cannot be read, in one message (exit 2).
+    """
     out = []
+    problems: list[str] = []
     for f in files:
         if f == "-":
             out.append(("-", sys.stdin.buffer.read()))
             continue
         try:
             out.append((f, Path(f).read_bytes()))
-        except IsADirectoryError as exc:  # pragma: no cover - collect_files expands folders
-            raise UsageError(f"{f}: is a directory") from exc
-        except PermissionError as exc:
-            raise UsageError(f"{f}: permission denied") from exc
         except OSError as exc:
-            raise UsageError(f"{f}: cannot read: {exc.strerror or exc}") from exc
+            problems.append(f"{f}: {'is a directory' if isinstance(exc, IsADirectoryError) else _why(exc)}")
+    if problems:
+        raise UsageError("; ".join(problems))
     return out
 
 
@@ -243,19 +332,30 @@ def lint_paths(
     """
     if not paths:
         raise UsageError("no paths given")
+    _CONFIGS.clear()  # files may have changed since an earlier call in this process
+    clear_config_cache()
     explicit = load_config(Path(config_file)) if config_file else None
     if explicit is not None and explicit.root is None:  # pragma: no cover
         explicit = dataclasses.replace(explicit, root=Path(config_file or ".").resolve().parent)
-    files = collect_files(paths, explicit)
+    skipped: Counter[str] = Counter()
+    files = collect_files(paths, explicit, skipped)
     if fix and "-" in files:
         raise UsageError("--fix cannot rewrite standard input")
     configs: dict[str, LintConfig] = {}
+    problems: list[str] = []
     for f in files:
-        base = explicit or (_config_for(Path(f)) if f != "-" else _config_for(Path.cwd()))
+        try:
+            base = explicit or (_config_for(Path(f)) if f != "-" else _config_for(Path.cwd()))
+        except UsageError as exc:
+            problems.append(str(exc))
+            continue
         configs[f] = base.with_overrides(select, ignore)
+    if problems:
+        raise UsageError("; ".join(dict.fromkeys(problems)))
     first_cfg = explicit or (configs[files[0]] if files else None)
     root = _root(paths, first_cfg)
     report, kept = lint_sources(_read_all(files), root=root, configs=configs)
+    report.skipped.update(skipped)
     if not fix:
         return LintResult(report)
     fixed = 0
@@ -279,4 +379,5 @@ def lint_paths(
         fixed_files.append(name)
     if fixed:
         report, _ = lint_sources(_read_all(files), root=root, configs=configs)
+        report.skipped.update(skipped)
     return LintResult(report, fixed, fixed_files)

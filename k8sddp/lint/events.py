@@ -11,7 +11,7 @@ import dataclasses
 
 from .values import Val
 
-__all__ = ["Event", "Raw", "Summary"]
+__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated"]
 
 
 @dataclasses.dataclass
@@ -40,6 +40,8 @@ class Event:
         path_val: the value of ``path`` (per-rank names are rank-dependent).
         seq: its index in the function's event list.
         one: under a condition true on exactly one rank (``rank == src``).
+        class_cause: the innermost condition that restricted the rank classes (``if
+            master_process:``), even when a value-dependent condition is nested inside it.
     """
 
     kind: str
@@ -58,11 +60,51 @@ class Event:
     path_val: Val | None = None
     seq: int = 0
     one: bool = False
+    class_cause: ast.AST | None = None
 
     @property
     def line(self) -> int:
         """1-based line of the event's node."""
         return int(getattr(self.node, "lineno", 0))
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteSum:
+    """A file write (or tracker start) a function leaves for its call sites to judge.
+
+    Attributes:
+        param: the parameter that names the path (the call site's argument is the path), or
+            ``None`` for a path fixed inside the function (reported at call sites under a rank
+            guard; see :mod:`k8sddp.lint.rules_io`).
+        mask: rank classes that run it when the function is called on every class.
+        many: it runs under a rank condition the classes cannot express.
+        what: the writer (``torch.save``, ``wandb.init``).
+        line: its line; ``path``: its path expression (``None`` when it has none).
+        module: the file it is in.
+    """
+
+    param: str | None
+    mask: int
+    many: bool
+    what: str
+    line: int
+    path: ast.expr | None
+    module: str
+
+
+def delegated(e: Event, params: tuple[str, ...], entry_mask: int) -> str | None:
+    """Whether a write event of a function is judged at its call sites: ``"param"`` when its
+    path is a parameter, ``"fixed"`` when it runs unguarded in the function, else ``None``."""
+    if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None or e.one:
+        return None
+    if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker":
+        return "param"
+    pv = e.path_val
+    if pv is not None and pv.kind in ("rank", "local", "other", "modrank"):
+        return None  # a per-rank name
+    if e.mask == entry_mask and e.many is None and e.cause is None:
+        return "fixed"
+    return None
 
 
 @dataclasses.dataclass
@@ -74,14 +116,14 @@ class Summary:
         sig: the collectives it runs, in order (capped), as pairing keys.
         first: description and line of its first collective, for messages.
         reads: parameters it reads a file from (their value is the path).
-        writes: parameters it writes a file to.
+        writes: the writes its call sites judge (:class:`WriteSum`).
     """
 
     ret: Val = dataclasses.field(default_factory=Val)
     sig: tuple[str, ...] = ()
     first: tuple[str, int] = ("", 0)
     reads: tuple[str, ...] = ()
-    writes: tuple[str, ...] = ()
+    writes: tuple[WriteSum, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

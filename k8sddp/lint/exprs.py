@@ -55,6 +55,46 @@ def _const_ints(node: ast.expr) -> list[int] | None:
     return None
 
 
+_WORLD_SIZE_NAMES = frozenset({"get_world_size", "world_size", "num_processes", "WORLD_SIZE"})
+
+
+def _is_world_size(node: ast.expr) -> bool:
+    """``get_world_size()``, ``world_size``, ``args.world_size``, ``accelerator.num_processes``,
+    ``int(...)`` of one of them, or ``os.environ["WORLD_SIZE"]``."""
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1:
+            return _is_world_size(node.args[0])
+        if node.args and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "getenv"):
+            return isinstance(node.args[0], ast.Constant) and node.args[0].value == "WORLD_SIZE"
+        node = node.func
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "WORLD_SIZE"
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return name in _WORLD_SIZE_NAMES
+
+
+def _world_size_test(node: ast.Compare) -> int:
+    """1 for ``world_size > 1`` (``>= 2``, ``!= 1``): true exactly when the job is distributed;
+    -1 for its negation (``== 1``, ``<= 1``, ``< 2``); 0 for anything else."""
+    if len(node.ops) != 1:
+        return 0
+    op, left, right = node.ops[0], node.left, node.comparators[0]
+    if _is_world_size(right) and not _is_world_size(left):
+        left, right = right, left
+        op = {ast.Lt: ast.Gt(), ast.Gt: ast.Lt(), ast.LtE: ast.GtE(), ast.GtE: ast.LtE()}.get(type(op), op)
+    if not _is_world_size(left):
+        return 0
+    consts = _const_ints(right)
+    if consts is None or len(consts) != 1:
+        return 0
+    c = consts[0]
+    if (isinstance(op, ast.Gt) and c == 1) or (isinstance(op, ast.GtE) and c == 2) or (isinstance(op, ast.NotEq) and c == 1):
+        return 1
+    if (isinstance(op, ast.LtE) and c == 1) or (isinstance(op, ast.Lt) and c == 2) or (isinstance(op, ast.Eq) and c == 1):
+        return -1
+    return 0
+
+
 def env_name(node: ast.expr) -> str | None:
     """The environment variable a ``os.environ[...]``/``os.getenv(...)`` read names, if constant."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -232,7 +272,8 @@ class ExprEval:
         rights = [self.expr(c) for c in node.comparators]
         out = join(left, *rights).data_only()
         if not out.kind:
-            return out
+            flag = _world_size_test(node)
+            return dataclasses.replace(out, distflag=flag) if flag else out
         if len(node.ops) != 1:
             return out.with_kind("other")
         op, right_node, right = node.ops[0], node.comparators[0], rights[0]

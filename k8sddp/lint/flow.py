@@ -92,6 +92,8 @@ class Walker(CallMixin):
         self.loops: list[ast.AST] = []
         self.ordered: ast.AST | None = None
         self.guards: list[ast.expr] = []
+        #: the rank-class conditions (``rank == 0``, ``master_process``) around this point
+        self.class_guards: list[ast.expr] = []
         self.silent = 0
         self.events: list[Event] = []
         self.returns: list[Val] = []
@@ -187,6 +189,7 @@ class Walker(CallMixin):
             kind=kind, op=op, node=node, mask=self.mask, many=self.many, cause=self.cause,
             cause_is_exit=self.cause_is_exit, loops=tuple(self.loops), ordered=self.ordered,
             guard_names=frozenset(names), seq=len(self.events), one=self.one_guard > 0,
+            class_cause=self.class_guards[-1] if self.class_guards else None,
             **kw,  # type: ignore[arg-type]
         )
         self.events.append(ev)
@@ -324,6 +327,8 @@ class Walker(CallMixin):
 
     def _s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
+        if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
+            test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
         cm = condition_classes(test)
         if test.kind:
             self.uses_rank = True
@@ -356,10 +361,15 @@ class Walker(CallMixin):
                 self.cause, self.cause_is_exit = s.test, False
                 self.guards.append(s.test)
                 self.partial_guard = outer_partial or (partial and arm is s.body)
+            narrowing = ranked and cm != MANY
+            if narrowing:
+                self.class_guards.append(s.test)
             self.one_guard += one
             if m or self.many is not None:
                 self.block(arm)
             self.one_guard -= one
+            if narrowing:
+                self.class_guards.pop()
             if ranked:
                 self.guards.pop()
             self.partial_guard = outer_partial

@@ -145,7 +145,9 @@ def check_forward(mod: Module) -> list[Raw]:
                                           f"{ast.unparse(sub.func)}() in forward gives a shape that depends on "
                                           "tensor values: ranks disagree on sizes and the graph cannot be "
                                           "compiled; keep shapes static (masks, padding)"))
-                    elif isinstance(sub, ast.Subscript) and t.valued(sub.value) and t.is_mask(sub.slice):
+                    # a masked *write* (`out[mask] = y`, `out[mask] += 1`) keeps out's shape: Load only
+                    elif (isinstance(sub, ast.Subscript) and isinstance(sub.ctx, ast.Load)
+                          and t.valued(sub.value) and t.is_mask(sub.slice)):
                         out.append(at("KDP510", sub,
                                       f"boolean-mask indexing `{ast.unparse(sub)[:60]}` in forward gives a "
                                       "shape that depends on tensor values; keep shapes static (torch.where)"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from .analyzer import Context
-from .events import Event, Raw, at, cond_text
+from .events import Event, Raw, at, cond_text, delegated
 from .flow import Walker
 from .values import ALL, LZ, Z
 
@@ -33,10 +33,15 @@ def _node_local(path: ast.expr | None) -> bool:
     return any(m in text for m in _NODE_LOCAL)
 
 
-def _guard_text(e: Event, ctx: Context, mod_path: str) -> str:
+def _guard_text(e: Event, ctx: Context, mod_path: str, mask: int) -> str:
+    if mask == Z | LZ and e.class_cause is not None:
+        # the guard that makes it "local rank 0 of every node", not a value test nested in it
+        return f"`{cond_text(e.class_cause)}` (line {getattr(e.class_cause, 'lineno', '?')})"
     if e.cause is not None and not e.cause_is_exit:
         return f"`{cond_text(e.cause)}` (line {getattr(e.cause, 'lineno', '?')})"
     if e.many is not None:
+        if isinstance(e.many, ast.stmt) and not isinstance(e.many, (ast.If, ast.While)):
+            return f"the ranks left after `{cond_text(e.many)}` (line {e.many.lineno}) that some ranks take"
         return f"`{cond_text(e.many)}` (line {getattr(e.many, 'lineno', '?')})"
     if e.cause is not None:
         return f"the ranks left after `{cond_text(e.cause)}` (line {getattr(e.cause, 'lineno', '?')})"
@@ -49,36 +54,48 @@ def _guard_text(e: Event, ctx: Context, mod_path: str) -> str:
     return "a rank-dependent condition"
 
 
-def check_io(w: Walker, ctx: Context, distributed: bool) -> list[Raw]:
-    """KDP504/506 findings of one walked function, called under ``ctx``."""
+def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | None = None) -> list[Raw]:
+    """KDP504/506 findings of one walked function, called under ``ctx``.
+
+    A write whose path is a parameter is judged at each call site (the call names the file); an
+    unguarded write to a fixed path is judged at the call sites under a rank guard and, here,
+    under ``unguarded`` (the context of the calls with no guard of their own).
+    """
     out: list[Raw] = []
     mod_path = w.mod.path
+    params = tuple(p for p in w.func.params if p not in ("self", "cls"))
+    runs_collectives = any(e.kind == "coll" for e in w.events)
     for e in w.events:
-        if e.kind not in ("write", "tracker") or e.ordered is not None:
+        if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None:
             continue
-        mask = e.mask & ctx.mask
-        many = e.many or ctx.many
+        how = delegated(e, params, w.entry_mask)
+        if how == "param" and (ctx.called or not runs_collectives):
+            # judged at the call sites; with none in sight, a helper's path is its caller's
+            # (an entry point that itself runs collectives, `main(output_dir)`, is judged here)
+            continue
+        ectx = unguarded if (how == "fixed" and ctx.called and unguarded is not None) else ctx
+        mask = e.mask & ectx.mask
+        many = e.many or ectx.many
         if mask in (0, Z) or e.one:
             continue  # nobody, or one rank alone (a subset of it is still one rank)
         pv = e.path_val
         if pv is not None and pv.kind in _PER_RANK:
             continue
-        if isinstance(e.path, ast.Name) and e.path.id in w.func.params and not ctx.called:
-            continue  # the path is the caller's, and no caller is in sight
         if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
             continue
         if not distributed:
             continue
-        what = e.op.split(".")[-1] if e.kind == "tracker" else e.op
+        what = e.op  # qualified: torch.save, wandb.init, mlflow.start_run; a project helper's name
         target = f" to `{cond_text(e.path, 50)}`" if e.path is not None else ""
+        inner = f" (it runs {e.detail})" if e.kind == "cwrite" and e.detail else ""
         if many is None and mask == ALL:
-            how = "runs on every rank"
-        elif many is None and mask == Z | LZ:
-            how = f"runs under {_guard_text(e, ctx, mod_path)}, true on local rank 0 of every node"
+            how_text = "runs on every rank"
+        elif mask == Z | LZ:
+            how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node"
         else:
-            how = f"runs under {_guard_text(e, ctx, mod_path)}, true on more than one rank"
+            how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on more than one rank"
         out.append(at("KDP504", e.node,
-                      f"{what}(){target} {how}: the ranks overwrite one file (or open one tracker run "
+                      f"{what}(){target}{inner} {how_text}: the ranks overwrite one file (or open one tracker run "
                       "each); guard it with a global-rank-0 check (`dist.get_rank() == 0`) or put the "
                       "rank in the name"))
     out.extend(_unsynced_reads(w, ctx))

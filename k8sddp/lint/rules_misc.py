@@ -144,8 +144,14 @@ def _check_set_epoch(
     return out
 
 
+def _calls_set_epoch(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(node))
+
+
 def _passed_to_set_epoch(mod: Module, project: Project, names: set[str]) -> bool:
-    """True when one of ``names`` is passed to a project function whose body calls set_epoch."""
+    """True when one of ``names`` is passed to a project function whose body calls set_epoch, or
+    to a project class one of whose methods does (the multinode tutorial's ``Trainer(loader)``
+    stores it as ``self.train_data`` and calls ``self.train_data.sampler.set_epoch(epoch)``)."""
     for node in ast.walk(mod.tree):
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             continue
@@ -153,6 +159,9 @@ def _passed_to_set_epoch(mod: Module, project: Project, names: set[str]) -> bool
         if not set(passed) & names:
             continue
         f = project.resolve_function(mod, node.func.id)
-        if f is not None and any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(f.node)):
+        if f is not None and _calls_set_epoch(f.node):
+            return True
+        cls = project.resolve_class(mod, node.func.id) if f is None else None
+        if cls is not None and any(_calls_set_epoch(m.node) for m in cls[0].classes[cls[1]].values()):
             return True
     return False

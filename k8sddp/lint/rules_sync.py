@@ -37,6 +37,9 @@ def _where(e: Event) -> str:
     if e.cause is not None and not e.cause_is_exit:
         return f"`{cond_text(e.cause)}` (line {getattr(e.cause, 'lineno', '?')})"
     if e.many is not None:
+        if isinstance(e.many, ast.stmt) and not isinstance(e.many, (ast.If, ast.While)):
+            # an earlier exit some ranks took: name it as such, not as a condition
+            return f"the ranks that did not take the earlier `{cond_text(e.many)}` (line {e.many.lineno})"
         return f"`{cond_text(e.many)}` (line {getattr(e.many, 'lineno', '?')})"
     return "the rank-dependent decorator of this function"
 
@@ -89,6 +92,11 @@ def check_sync(w: Walker) -> list[Raw]:
         )
         if not unpaired or _group_ok(e):
             continue
+        # reported once: later collectives are paired as if this one were not there, so one
+        # mismatch does not make every later pair look broken (review 7 item 3)
+        for c in _CLASSES:
+            if e in seqs[c]:
+                seqs[c].remove(e)
         if e.cause_is_exit and e.cause is not None:
             blame_exit(e.cause, e)
             continue

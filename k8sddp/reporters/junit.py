@@ -99,6 +99,7 @@ def render(report: Report, *, tool: str) -> str:
         "testcase",
         classname="k8sddp",
         name=(
+            f"{report.checked} file(s) checked, {len(flagged)} with findings" if tool == "lint" else
             f"{report.files} file(s), {report.documents} document(s), {report.checked} {noun} "
             f"checked, {len(flagged)} with findings"
         ),

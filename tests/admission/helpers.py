@@ -10,6 +10,7 @@ import json
 import os
 import ssl
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -67,15 +68,16 @@ def client_context(*cafiles: Path) -> ssl.SSLContext:
 @contextmanager
 def running_webhook(
     cert: Path, key: Path, *, decider: AdmissionDecider | None = None, max_body_bytes: int | None = None,
-    check_interval: float = 1.0,
+    check_interval: float = 1.0, **server_kwargs: Any,
 ) -> Iterator[WebhookServer]:
-    """A webhook on 127.0.0.1 (free port) in a thread; stopped on exit."""
+    """A webhook on 127.0.0.1 (free port) in a thread; stopped on exit. ``server_kwargs`` go to
+    :class:`WebhookServer` (``idle_timeout`` defaults to 10 s here)."""
     tls = ReloadingTLS(str(cert), str(key), check_interval=check_interval)
     kwargs: dict[str, Any] = {}
     if max_body_bytes is not None:
         kwargs["max_body_bytes"] = max_body_bytes
     app = WebhookApp(decider or AdmissionDecider(), tls, **kwargs)
-    server = WebhookServer(("127.0.0.1", 0), app, idle_timeout=10)
+    server = WebhookServer(("127.0.0.1", 0), app, **{"idle_timeout": 10.0, **server_kwargs})
     t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     t.start()
     try:
@@ -134,12 +136,14 @@ def get(server: WebhookServer, ctx: ssl.SSLContext, path: str) -> tuple[int, byt
 
 class FakeApiServer:
     """A tiny stand-in for the Kubernetes API on 127.0.0.1 (plain HTTP): GET of ConfigMaps and
-    Namespaces from dicts, 403 for names in ``forbidden``; records every path requested."""
+    Namespaces from dicts, 403 for names in ``forbidden``, a wait of ``delays[name]`` seconds
+    before answering for a ConfigMap; records every path requested."""
 
     def __init__(self) -> None:
         self.configmaps: dict[tuple[str, str], dict[str, Any]] = {}
         self.namespaces: dict[str, dict[str, str]] = {}
         self.forbidden: set[str] = set()
+        self.delays: dict[str, float] = {}
         self.requests: list[str] = []
         outer = self
 
@@ -154,6 +158,7 @@ class FakeApiServer:
                 if parts[:3] == ["api", "v1", "namespaces"]:
                     if len(parts) == 6 and parts[4] == "configmaps":
                         ns, name = parts[3], parts[5]
+                        time.sleep(outer.delays.get(name, 0.0))
                         if name in outer.forbidden:
                             status, body = 403, {"kind": "Status", "reason": "Forbidden", "code": 403}
                         elif (ns, name) in outer.configmaps:
@@ -172,6 +177,7 @@ class FakeApiServer:
                 self.wfile.write(data)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.handle_error = lambda *args: None  # type: ignore[method-assign]  # late writes to a gone client
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property

@@ -95,3 +95,33 @@ def test_broken_new_pair_keeps_the_old_certificate(tmp_path: Path) -> None:
 def test_unreadable_files_at_start_are_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="cannot load TLS certificate"):
         ReloadingTLS(str(tmp_path / "none.crt"), str(tmp_path / "none.key"))
+
+
+def test_mismatched_pair_is_named_as_such(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Review 6 item 13: a key from another pair logs "do not match", not NO_CERTIFICATE_ASSIGNED."""
+    import subprocess
+
+    cert, key = make_cert(tmp_path)
+    _, other_key = make_cert(tmp_path, name="other")
+    with pytest.raises(UsageError, match="certificate and private key do not match"):
+        ReloadingTLS(str(cert), str(other_key))
+    # A different key type (RSA key, EC certificate) is OpenSSL's NO_CERTIFICATE_ASSIGNED.
+    rsa_key = tmp_path / "rsa.key"
+    if subprocess.run(["openssl", "genrsa", "-out", str(rsa_key), "2048"], capture_output=True).returncode != 0:
+        pytest.skip("openssl not available")
+    with pytest.raises(UsageError, match="certificate and private key do not match"):
+        ReloadingTLS(str(cert), str(rsa_key))
+    tls = ReloadingTLS(str(cert), str(key), check_interval=0.0)
+    first = tls.context()
+    shutil.copy(rsa_key, key)  # caught mid-rotation: new key, old certificate
+    import logging
+
+    root = logging.getLogger("k8sddp")
+    was = root.propagate
+    root.propagate = True  # configure_logging() turns it off; caplog listens at the root logger
+    try:
+        with caplog.at_level("ERROR", logger="k8sddp.webhook"):
+            assert tls.context() is first
+    finally:
+        root.propagate = was
+    assert any("do not match" in getattr(r, "error", "") for r in caplog.records)

@@ -55,7 +55,57 @@ def test_serve_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "cannot load TLS certificate" in capsys.readouterr().err
     assert main([*base, "--exempt-namespace-selector", "a in b", "--kubeconfig", str(tmp_path / "none")]) == 2
     assert "--exempt-namespace-selector" in capsys.readouterr().err
-    assert main([*base, "--max-request-bytes", "0"]) == 2
     with pytest.raises(SystemExit) as exc:
         main(["webhook", "serve"])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "fragment"),
+    [
+        ("--shutdown-delay", "-3", "must be a finite number of seconds >= 0"),
+        ("--cert-check-interval", "-1", ">= 0"),
+        ("--lookup-cache-seconds", "-1", ">= 0"),
+        ("--idle-timeout", "0", "> 0"),
+        ("--request-timeout", "-1", "> 0"),
+        ("--lookup-timeout", "0", "> 0"),
+        ("--lookup-timeout", "nan", "finite"),
+        ("--idle-timeout", "inf", "finite"),
+        ("--shutdown-delay", "soon", "is not a number of seconds"),
+        ("--max-request-bytes", "0", "must be > 0"),
+        ("--max-request-bytes", "-5", "must be > 0"),
+        ("--max-connections", "0", "must be > 0"),
+        ("--port", "65536", "is not a TCP port"),
+        ("--port", "-1", "is not a TCP port"),
+        ("--path", "validate", "must start with /"),
+        ("--path", "/a b", "must start with /"),
+    ],
+)
+def test_numeric_and_path_flags_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, fragment: str
+) -> None:
+    """Review 6 items 3 and 12: a negative --shutdown-delay used to hang SIGTERM; now exit 2."""
+    cert, key = make_cert(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["webhook", "serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
+              "--no-configmap-lookup", f"{flag}={value}"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and fragment in err and "Traceback" not in err
+
+
+def test_missing_kubeconfig_names_both_ways_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 6 item 7: outside a cluster the error says --kubeconfig or --no-configmap-lookup."""
+    cert, key = make_cert(tmp_path)
+    code = main(["webhook", "serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
+                 "--kubeconfig", str(tmp_path / "absent")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--no-configmap-lookup" in err and "--kubeconfig" in err
+
+
+def test_selector_without_configmap_lookup_names_the_selector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cert, key = make_cert(tmp_path)
+    code = main(["webhook", "serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
+                 "--no-configmap-lookup", "--exempt-namespace-selector", "a=b", "--kubeconfig", str(tmp_path / "absent")])
+    err = capsys.readouterr().err
+    assert code == 2 and "drop --exempt-namespace-selector" in err and "--no-configmap-lookup" not in err

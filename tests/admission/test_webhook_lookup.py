@@ -117,3 +117,88 @@ def test_namespace_exempted_by_label_selector(tmp_path: Path) -> None:
             assert any("namespace sandbox is exempt" in w for w in exempt["warnings"])
             assert _decide(srv, ctx, bad, "prod")["allowed"] is False
             assert _decide(srv, ctx, bad, "no-such-ns")["allowed"] is False
+
+
+def test_lookup_timeout_bounds_the_whole_review_with_one_try_per_call(tmp_path: Path) -> None:
+    """Review 6 item 2: urllib3's retries made a 2 s limit take 8 s; now one try, and the
+    limit is for all look-ups of a review together."""
+    import time
+
+    cert, key = make_cert(tmp_path)
+    with FakeApiServer() as api:
+        api.delays.update({"slow": 5.0, "slow2": 5.0})
+        lookup = KubeLookup(api.api_client(), timeout_seconds=1.0, cache_seconds=0)
+        decider = AdmissionDecider(configmaps=lookup, lookup_timeout=1.0)
+        job = _from_configmap(rendered_job(), "slow")
+        for replica in job["spec"]["pytorchReplicaSpecs"].values():
+            replica["template"]["spec"]["containers"][0]["envFrom"].append({"configMapRef": {"name": "slow2"}})
+        with running_webhook(cert, key, decider=decider) as srv:
+            t0 = time.monotonic()
+            resp = _decide(srv, client_context(cert), job)
+            took = time.monotonic() - t0
+        assert took < 4.5, f"review took {took:.2f} s with a 1 s look-up limit (the API answers after 5 s)"
+        assert resp["allowed"] is False
+        warnings = " | ".join(resp["warnings"])
+        assert "ConfigMap team-a/slow unreadable: the API server did not answer within 1 s" in warnings
+        assert "slow2" in warnings and "time limit of 1 s" in warnings
+        assert "MaxRetryError" not in warnings and "HTTPConnectionPool" not in warnings
+        assert "cannot be verified" in resp["status"]["message"]
+        assert len([p for p in api.requests if p.endswith("/configmaps/slow")]) == 1  # no retries
+        assert not any(p.endswith("/configmaps/slow2") for p in api.requests)
+
+
+def test_missing_configmap_is_named_with_webhook_wording(tmp_path: Path) -> None:
+    """Review 6 item 8: a 404 says "not found in namespace", never the CLI's "not in the input"."""
+    cert, key = make_cert(tmp_path)
+    with FakeApiServer() as api:
+        api.forbidden.add("locked")
+        decider = AdmissionDecider(configmaps=KubeLookup(api.api_client(), cache_seconds=0))
+        job = _from_configmap(rendered_job(), "nope")
+        envs = list(env_of(job))
+        envs[0].append({"name": "PYTHONFAULTHANDLER",
+                        "valueFrom": {"configMapKeyRef": {"name": "locked", "key": "x"}}})
+        with running_webhook(cert, key, decider=decider) as srv:
+            resp = _decide(srv, client_context(cert), job)
+    msg = resp["status"]["message"]
+    assert resp["allowed"] is False
+    assert "k8sddp: ConfigMap nope not found in namespace team-a" in resp["warnings"]
+    assert "ConfigMap 'nope' (envFrom), which was not found in namespace team-a" in msg
+    assert "ConfigMap 'locked' could not be read (HTTP 403 Forbidden)" in msg
+    assert "not in the input" not in msg
+
+
+def test_without_lookups_the_reason_names_the_flag(tmp_path: Path) -> None:
+    cert, key = make_cert(tmp_path)
+    with running_webhook(cert, key, decider=AdmissionDecider()) as srv:
+        resp = _decide(srv, client_context(cert), _from_configmap(rendered_job(), "cm"))
+    assert "ConfigMap 'cm' (envFrom), which was not read (the webhook runs with --no-configmap-lookup)" in (
+        resp["status"]["message"])
+
+
+def test_refused_connection_is_one_readable_warning(tmp_path: Path) -> None:
+    from kubernetes import client
+
+    cfg = client.Configuration()
+    cfg.host = "http://127.0.0.1:9"
+    lookup = KubeLookup(client.ApiClient(cfg), timeout_seconds=2, cache_seconds=0)
+    with pytest.raises(Exception) as exc:
+        lookup.get_configmap("ns", "cm")
+    assert str(exc.value) == "cannot connect to the API server (connection refused or unreachable)"
+
+
+@pytest.mark.parametrize("content", ["not: a: kubeconfig: [", "-----BEGIN CERTIFICATE-----\nMIIB\n", "[1, 2]"])
+def test_bad_kubeconfig_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str) -> None:
+    """Review 6 item 4: a file that is not a kubeconfig exits 2 with one line, no traceback."""
+    from k8sddp.cli import main
+
+    cert, key = make_cert(tmp_path)
+    kc = tmp_path / "kc"
+    kc.write_text(content)
+    code = main(["webhook", "serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
+                 "--address", "127.0.0.1", "--port", "0", "--kubeconfig", str(kc)])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("{")]
+    assert len(lines) == 1, err
+    assert "cannot load a Kubernetes configuration" in lines[0] and "--no-configmap-lookup" in lines[0]
+    assert "Traceback" not in err

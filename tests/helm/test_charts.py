@@ -361,6 +361,16 @@ def test_webhook_bad_values_fail(helm_render: Renderer) -> None:
         _render_webhook(helm_render, values={"certificates": {"mode": "secret"}})
     with pytest.raises(ChartRenderError, match="expected selfSigned, certManager or secret"):
         helm_render(WEBHOOK, {"certificates": {"mode": "vault"}}, name="k8sddp")
+    # Review 6 item 2: the look-up budget must end before the API server gives up on the call.
+    with pytest.raises(ChartRenderError, match="must stay at least 1 s under webhook.timeoutSeconds"):
+        helm_render(WEBHOOK, {"configMapLookup": {"timeoutSeconds": 4.5}}, name="k8sddp")
+    helm_render(WEBHOOK, {"configMapLookup": {"timeoutSeconds": 4}}, name="k8sddp")
+    helm_render(WEBHOOK, {"configMapLookup": {"enabled": False, "timeoutSeconds": 9}}, name="k8sddp")
+
+
+def test_webhook_defaults_keep_lookups_inside_the_webhook_timeout() -> None:
+    values = yaml.safe_load((WEBHOOK / "values.yaml").read_text())
+    assert values["configMapLookup"]["timeoutSeconds"] + 1 <= values["webhook"]["timeoutSeconds"]
 
 
 def test_self_signed_certificate_serves_the_webhook(helm_render: Renderer, tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ WARN_ONLY = textwrap.dedent(
     """
 )
 CLEAN = "import torch\n\nx = torch.zeros(1)\n"
+ENV_SECONDS = 'seconds=int(os.environ.get("K8SDDP_PG_TIMEOUT_SECONDS", "1800"))'
 
 
 def _write(tmp: Path, name: str, text: str) -> Path:
@@ -105,6 +106,13 @@ def test_noqa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     assert {f["rule_id"] for f in doc["findings"]} == {"KDP503", "KDP505"}
     assert all(f["exempted_by"] == "# noqa" and f["severity"] == "info" for f in doc["findings"])
+    assert not {"path", "document", "object_ref"} & set(doc["findings"][0]) and "documents" not in doc["summary"]
+    # text: counted in the summary, listed only with --show-exempted
+    code, out, _ = _lint(capsys, str(p))
+    assert code == 0 and "KDP503" not in out
+    assert out.strip() == "lint: 1 file(s) checked; 0 error(s), 0 warning(s), 2 exempted (not listed; --show-exempted lists them)"
+    code, out, _ = _lint(capsys, "--show-exempted", str(p))
+    assert code == 0 and f"{p}:8:9: exempted (# noqa) KDP503" in out and out.count("exempted (# noqa)") == 2
     # a noqa for another rule does not silence this one; "# noqa" inside a string does not count
     other = _write(tmp_path, "u.py", BAD.replace(
         'dist.init_process_group("gloo")', 'dist.init_process_group("gloo", "# noqa")  # noqa: KDP501'))
@@ -176,9 +184,9 @@ def test_fix_is_atomic_and_idempotent(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "fixed 2" in err
     fixed = p.read_text()
     compile(fixed, str(p), "exec")
-    assert fixed.count("timeout=datetime.timedelta(seconds=1800)") == 2
-    assert fixed.splitlines()[3] == "import datetime"
-    assert 'backend="nccl", timeout=datetime.timedelta(seconds=1800),  # the GPU backend' in fixed
+    assert fixed.count(f"timeout=datetime.timedelta({ENV_SECONDS})") == 2
+    assert fixed.splitlines()[3:5] == ["import datetime", "import os"]
+    assert f'backend="nccl", timeout=datetime.timedelta({ENV_SECONDS}),  # the GPU backend' in fixed
     assert oct(p.stat().st_mode & 0o777) == oct(0o750)
     assert code == 0
     code, _, err = _lint(capsys, "--fix", str(p))
@@ -191,11 +199,75 @@ def test_fix_reuses_existing_imports(tmp_path: Path, capsys: pytest.CaptureFixtu
                "dist.init_process_group('gloo')\n")
     _lint(capsys, "--fix", str(p))
     text = p.read_text()
-    assert "from datetime import timedelta\n" in text and "timeout=timedelta(seconds=1800)" in text
+    assert "from datetime import timedelta\n" in text and f"timeout=timedelta({ENV_SECONDS})" in text
     q = _write(tmp_path, "b.py", "import datetime as dt\nfrom torch.distributed import init_process_group\n"
                "init_process_group('gloo', 'env://')\n")
     _lint(capsys, "--fix", str(q))
-    assert q.read_text().endswith("init_process_group('gloo', 'env://', timeout=dt.timedelta(seconds=1800))\n")
+    assert q.read_text().endswith(f"init_process_group('gloo', 'env://', timeout=dt.timedelta({ENV_SECONDS}))\n")
+
+
+SHADOWED = textwrap.dedent(
+    """\
+    import datetime
+    import os
+    import sys
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+
+    datetime = "a module-level name that is not the module"
+
+
+    def setup(os=None):
+        dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1)
+
+
+    setup()
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    print(backend.options._timeout.total_seconds())
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_fix_avoids_shadowed_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 7 item 11: `datetime` rebound at module level, `os` a parameter of the function."""
+    p = _write(tmp_path, "shadow.py", SHADOWED)
+    code, _, err = _lint(capsys, "--fix", str(p))
+    text = p.read_text()
+    assert "fixed 1" in err and code == 0
+    assert "from datetime import timedelta\nimport os as _k8sddp_os\nimport datetime\n" in text
+    assert 'timeout=timedelta(seconds=int(_k8sddp_os.environ.get("K8SDDP_PG_TIMEOUT_SECONDS", "1800")))' in text
+    # every name bound: private aliases
+    q = _write(tmp_path, "all.py", "import torch.distributed as dist\n\n\ndef f(datetime, timedelta):\n"
+               "    dist.init_process_group('gloo')\n")
+    _lint(capsys, "--fix", str(q))
+    assert q.read_text().startswith("from datetime import timedelta as _k8sddp_timedelta\nimport os\n")
+
+
+@pytest.mark.slow
+def test_fixed_script_reads_the_timeout_at_run_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fixed script really runs (torch, gloo, one rank) with the manifest's timeout."""
+    import subprocess
+    import sys
+
+    p = _write(tmp_path, "shadow.py", SHADOWED)
+    _lint(capsys, "--fix", str(p))
+    env = {**os.environ, "K8SDDP_PG_TIMEOUT_SECONDS": "77"}
+    run = subprocess.run([sys.executable, str(p)], capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "77.0"
+
+
+def test_fix_keeps_crlf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 7 item 12: the inserted import lines end in CRLF like the rest of the file."""
+    p = tmp_path / "crlf.py"
+    p.write_bytes(b"import torch.distributed as dist\r\ndist.init_process_group('nccl')\r\n")
+    _lint(capsys, "--fix", str(p))
+    data = p.read_bytes()
+    assert data.startswith(b"import datetime\r\nimport os\r\nimport torch")
+    assert data.count(b"\r\n") == data.count(b"\n") == 4
 
 
 def test_fix_refuses_stdin(capsys: pytest.CaptureFixture[str]) -> None:
@@ -239,3 +311,53 @@ def test_deeply_nested_expression_does_not_crash(tmp_path: Path, capsys: pytest.
     code, out, err = _lint(capsys, str(too_deep))
     assert code in (0, 1) and "Traceback" not in out + err
     assert code == 0 or ("KDP500" in out and "recursion" in out)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_helper_write_reported_at_call_site_when_one_file_is_linted(capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 7 item 5: the pre-commit hook lints only the staged train.py; the helpers it imports
+    from mylib/ are still read, and the finding is at the bad call, naming helper and writer."""
+    proj = FIXTURES / "KDP504" / "fail" / "helper_cross_module"
+    code, out, _ = _lint(capsys, "--format", "json", str(proj / "train.py"))
+    found = [(f["line"], f["message"]) for f in json.loads(out)["findings"] if f["rule_id"] == "KDP504"]
+    assert code == 1 and [line for line, _ in found] == [18, 25]
+    msg = dict(found)[25]
+    assert msg.startswith("write_ckpt() to `'/ckpt/final.pt'` (it runs torch.save() at ")
+    assert "dist_utils.py:10) runs on every rank" in msg
+    assert "start_logging() (it runs wandb.init() at " in dict(found)[18]
+    # the helper module alone: write_ckpt's path is its callers', nothing to report there
+    _, out, _ = _lint(capsys, str(proj / "mylib" / "dist_utils.py"))
+    assert "torch.save" not in out
+
+
+def test_kdp504_messages_name_the_multi_rank_guard_and_tracker(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review 7 items 7 and 17: nanoGPT's `master_process = ddp_local_rank == 0` is the guard
+    named (not the loss test nested in it); trackers are named with their library."""
+    p = _write(tmp_path, "ng.py", textwrap.dedent(
+        """\
+        import datetime
+        import os
+
+        import torch
+        import torch.distributed as dist
+        import wandb
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))
+        ddp_local_rank = int(os.environ["LOCAL_RANK"])
+        master_process = ddp_local_rank == 0
+        model = DDP(torch.nn.Linear(2, 2))
+        best = 1e9
+        wandb.init(project="x")
+        for it in range(10):
+            loss = model(torch.randn(2, 2)).sum()
+            if master_process:
+                if loss.item() < best:
+                    torch.save(model.state_dict(), "/ckpt/ckpt.pt")
+        """))
+    code, out, _ = _lint(capsys, str(p))
+    assert "wandb.init() runs on every rank" in out
+    assert ("torch.save() to `'/ckpt/ckpt.pt'` runs under `master_process` (line 17), "
+            "true on local rank 0 of every node") in out

@@ -72,14 +72,14 @@ class Trainer:
 
     def _save_snapshot(self, epoch):
         snapshot = {"MODEL_STATE": self.model.module.state_dict(), "EPOCHS_RUN": epoch}
-        torch.save(snapshot, self.snapshot_path)  # expect: KDP504
+        torch.save(snapshot, self.snapshot_path)
         print(f"Epoch {epoch} | Training snapshot saved at {self.snapshot_path}")
 
     def train(self, max_epochs: int):
         for epoch in range(self.epochs_run, max_epochs):
             self._run_epoch(epoch)
             if self.local_rank == 0 and epoch % self.save_every == 0:
-                self._save_snapshot(epoch)
+                self._save_snapshot(epoch)  # expect: KDP504
 
 
 def load_train_objs():

@@ -1,0 +1,202 @@
+"""Runtime settings read from the pod's environment (torch-free; both processes use it).
+
+Every variable read here is listed in ``docs/runtime.md``. The guard variables and their defaults
+come from :mod:`k8sddp.guardvars` (the interface contract); the rest are runtime knobs with
+defaults that need no setting.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import guardvars as gv
+from ..errors import UsageError
+
+# Runtime-only knobs (not guard variables; documented in docs/runtime.md).
+RUN_DIR = "K8SDDP_RUN_DIR"  # set by ``k8sddp launch`` for its workers
+SEED = "K8SDDP_SEED"
+CHECKPOINT_EVERY = "K8SDDP_CHECKPOINT_EVERY"
+CHECKPOINT_KEEP = "K8SDDP_CHECKPOINT_KEEP"
+STOP_GRACE = "K8SDDP_STOP_GRACE_SECONDS"
+PHASE_TIMEOUTS = "K8SDDP_PHASE_TIMEOUTS"
+TRACE_INTERVAL = "K8SDDP_TRACE_INTERVAL_SECONDS"
+IMAGE = "K8SDDP_IMAGE"
+CODE_VERSION = "K8SDDP_CODE_VERSION"
+
+#: Phases the training loop names in its beats (``docs/runtime.md``, "Watchdog").
+PHASES = ("init", "data", "step", "eval", "checkpoint", "stop")
+#: eval and checkpoint budgets default to this many step budgets.
+LONG_PHASE_FACTOR = 3.0
+DEFAULT_STOP_GRACE_SECONDS = 20.0
+DEFAULT_CHECKPOINT_KEEP = 3
+DEFAULT_TRACE_INTERVAL_SECONDS = 1.0
+
+
+def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise UsageError(f"{name}={raw!r} must be >= {minimum:g}")
+    return value
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.lstrip("-").isdigit():
+        raise UsageError(f"{name}={raw!r} is not an integer")
+    value = int(raw)
+    if value < minimum:
+        raise UsageError(f"{name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def parse_phase_timeouts(text: str, *, name: str = PHASE_TIMEOUTS) -> dict[str, float]:
+    """``"eval=900,checkpoint=1200"`` -> ``{"eval": 900.0, "checkpoint": 1200.0}`` (seconds).
+
+    Raises:
+        UsageError: an unknown phase, a missing ``=``, or a value that is not a positive number.
+    """
+    out: dict[str, float] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        phase, sep, value = item.partition("=")
+        phase = phase.strip()
+        if not sep or phase not in PHASES:
+            raise UsageError(f"{name}: {item!r} is not PHASE=SECONDS with PHASE in {', '.join(PHASES)}")
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise UsageError(f"{name}: {item!r}: {value!r} is not a number") from None
+        if seconds <= 0:
+            raise UsageError(f"{name}: {item!r}: seconds must be > 0")
+        out[phase] = seconds
+    return out
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """What a worker reads from its environment.
+
+    Attributes:
+        artifact_dir: ``K8SDDP_ARTIFACT_DIR`` (the checkpoint volume), or ``None`` when unset:
+            then nothing is written but stderr, and nothing is resumed.
+        run_dir: this attempt's folder (``K8SDDP_RUN_DIR``, set by ``k8sddp launch``), or
+            ``<artifact_dir>/runs/local`` when the worker runs without the launcher.
+        pg_timeout_s: process-group timeout (seconds), ``K8SDDP_PG_TIMEOUT_SECONDS``.
+        watchdog_timeout_s: heartbeat budget of the step and data phases (seconds).
+        max_hang_restarts: ``K8SDDP_MAX_HANG_RESTARTS`` (read by the launcher).
+        budgets: seconds per phase (``init``, ``data``, ``step``, ``eval``, ``checkpoint``, ``stop``).
+        seed: base seed; rank ``r`` seeds its generators with ``seed + r``.
+        checkpoint_every: steps between checkpoints (``None``: the task's own setting).
+        checkpoint_keep: newest complete checkpoints kept (>= 1).
+        stop_grace_s: seconds from SIGTERM to the final checkpoint before the worker gives up.
+        trace_interval_s: at most one step/data beat per this many seconds goes to the trace
+            (0: every beat); phase changes to another budget are always traced.
+    """
+
+    artifact_dir: Path | None
+    run_dir: Path | None
+    pg_timeout_s: float
+    watchdog_timeout_s: float
+    max_hang_restarts: int
+    budgets: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    checkpoint_every: int | None = None
+    checkpoint_keep: int = DEFAULT_CHECKPOINT_KEEP
+    stop_grace_s: float = DEFAULT_STOP_GRACE_SECONDS
+    trace_interval_s: float = DEFAULT_TRACE_INTERVAL_SECONDS
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
+        """Read the configuration.
+
+        Raises:
+            UsageError: a variable that is set but malformed (named in the message).
+        """
+        env = os.environ if env is None else env
+        pg = _number(env, gv.PG_TIMEOUT, float(gv.DEFAULT_PG_TIMEOUT_SECONDS), minimum=0.001)
+        wd = _number(env, gv.WATCHDOG_TIMEOUT, float(gv.DEFAULT_WATCHDOG_TIMEOUT_SECONDS), minimum=0.001)
+        budgets = {
+            "init": max(pg, wd),
+            "data": wd,
+            "step": wd,
+            "eval": wd * LONG_PHASE_FACTOR,
+            "checkpoint": wd * LONG_PHASE_FACTOR,
+        }
+        grace = _number(env, STOP_GRACE, DEFAULT_STOP_GRACE_SECONDS, minimum=0.001)
+        budgets["stop"] = grace
+        budgets.update(parse_phase_timeouts(env.get(PHASE_TIMEOUTS, "")))
+        raw_dir = env.get(gv.ARTIFACT_DIR, "").strip()
+        artifact = Path(raw_dir) if raw_dir else None
+        raw_run = env.get(RUN_DIR, "").strip()
+        run_dir = Path(raw_run) if raw_run else (artifact / "runs" / "local" if artifact else None)
+        every = env.get(CHECKPOINT_EVERY, "").strip()
+        return cls(
+            artifact_dir=artifact,
+            run_dir=run_dir,
+            pg_timeout_s=pg,
+            watchdog_timeout_s=wd,
+            max_hang_restarts=_integer(env, gv.MAX_HANG_RESTARTS, gv.DEFAULT_MAX_HANG_RESTARTS, minimum=0),
+            budgets=budgets,
+            seed=_integer(env, SEED, 0, minimum=0),
+            checkpoint_every=_integer(env, CHECKPOINT_EVERY, 0, minimum=0) if every else None,
+            checkpoint_keep=_integer(env, CHECKPOINT_KEEP, DEFAULT_CHECKPOINT_KEEP, minimum=1),
+            stop_grace_s=grace,
+            trace_interval_s=_number(env, TRACE_INTERVAL, DEFAULT_TRACE_INTERVAL_SECONDS, minimum=0.0),
+        )
+
+
+def check_guard_env(env: Mapping[str, str]) -> list[str]:
+    """Problems with the mandatory variables, one sentence each (empty: all present and valid).
+
+    The mandatory set is what ``render`` bakes into every pod (:func:`k8sddp.guardvars.guard_env`):
+    ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` (or, where it is absent, the legacy
+    ``NCCL_ASYNC_ERROR_HANDLING``) in ``1``/``3``, a non-empty ``PYTHONFAULTHANDLER``, the three
+    ``K8SDDP_*`` numbers, ``K8SDDP_ARTIFACT_DIR`` and ``TORCH_FR_DUMP_TEMP_FILE``. The check must
+    run in the launcher: torchrun sets ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` in every worker when it
+    is unset, so a worker can no longer tell
+    (torch/distributed/elastic/agent/server/local_elastic_agent.py).
+    """
+    problems: list[str] = []
+    missing: list[str] = []
+    if gv.ASYNC_ERROR_HANDLING in env:
+        value = env[gv.ASYNC_ERROR_HANDLING].strip()
+        if value not in gv.ASYNC_ERROR_HANDLING_ACCEPTED:
+            problems.append(f"{gv.ASYNC_ERROR_HANDLING}={value!r} must be 1 or 3 (0 and 2 let a hang live)")
+    elif gv.LEGACY_ASYNC_ERROR_HANDLING in env:
+        value = env[gv.LEGACY_ASYNC_ERROR_HANDLING].strip()
+        if value not in gv.ASYNC_ERROR_HANDLING_ACCEPTED:
+            problems.append(f"{gv.LEGACY_ASYNC_ERROR_HANDLING}={value!r} must be 1 or 3")
+    else:
+        missing.append(gv.ASYNC_ERROR_HANDLING)
+    for name in (gv.FAULTHANDLER, gv.PG_TIMEOUT, gv.WATCHDOG_TIMEOUT, gv.MAX_HANG_RESTARTS,
+                 gv.ARTIFACT_DIR, gv.FR_DUMP_TEMP_FILE):
+        if not env.get(name, "").strip():
+            missing.append(name)
+    if missing:
+        problems.insert(0, "missing mandatory variable(s): " + ", ".join(missing))
+    checks: list[tuple[str, float]] = [(gv.PG_TIMEOUT, 0.001), (gv.WATCHDOG_TIMEOUT, 0.001)]
+    for name, low in checks:
+        if env.get(name, "").strip():
+            try:
+                _number(env, name, 0.0, minimum=low)
+            except UsageError as exc:
+                problems.append(str(exc))
+    if env.get(gv.MAX_HANG_RESTARTS, "").strip():
+        try:
+            _integer(env, gv.MAX_HANG_RESTARTS, 0, minimum=0)
+        except UsageError as exc:
+            problems.append(str(exc))
+    for name in (gv.SAFETY_NETS):
+        if env.get(name, "").strip() == "0":
+            problems.append(f"{name}=0 switches a safety net off")
+    return problems

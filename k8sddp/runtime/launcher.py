@@ -1,0 +1,292 @@
+"""``k8sddp launch -- CMD...``: the container's main process around torchrun (torch-free).
+
+What it does, in order (``docs/runtime.md``, "launch"):
+
+1. refuses to start, naming them, when mandatory guard variables are missing or invalid
+   (:func:`k8sddp.runtime.config.check_guard_env`) -> exit 2;
+2. creates this attempt's folder ``<artifact>/runs/<attempt>/`` and passes it to the workers as
+   ``K8SDDP_RUN_DIR``;
+3. runs CMD, copying its stdout/stderr through (keeping the last lines for the run record),
+   forwarding SIGTERM/SIGINT/SIGHUP/SIGQUIT to it (SIGTERM/SIGINT first drop the ``preempt``
+   marker so workers write a final checkpoint) and SIGUSR1 straight to the workers
+   (whose faulthandler then dumps their stacks); as PID 1 it also reaps orphans;
+4. maps the outcome to the pod's exit code (:mod:`k8sddp.runtime.outcome`) and writes the run record.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import datetime as dt
+import importlib.metadata
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from .. import guardvars as gv
+from .._version import __version__
+from ..errors import UsageError
+from . import exitcodes as ec
+from .artifacts import ArtifactDir, RunDir, read_json, write_json_atomic
+from .checkpoint_files import newest_complete_step
+from .config import CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
+from .outcome import Outcome, apply_hang_streak, decide
+
+#: Lines of the command's output kept for the run record's failure-log tail.
+TAIL_LINES = 80
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+TO_WORKERS = (signal.SIGUSR1,)
+
+
+def _utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _dist_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def node_rank(env: Mapping[str, str]) -> int:
+    """This pod's node rank: ``PET_NODE_RANK`` (set by the operator), else ``GROUP_RANK``, else 0."""
+    for name in ("PET_NODE_RANK", "GROUP_RANK"):
+        raw = env.get(name, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    return 0
+
+
+def _copy(src: IO[bytes], dst: IO[bytes], tail: collections.deque[str], lock: threading.Lock) -> None:
+    for line in iter(src.readline, b""):
+        with contextlib.suppress(OSError, ValueError):
+            dst.write(line)
+            dst.flush()
+        with lock:
+            tail.append(line.decode("utf-8", "replace").rstrip("\n"))
+
+
+def _hard_stopped(run: RunDir, ranks: Sequence[int]) -> set[int]:
+    out = set()
+    for rank in ranks:
+        try:
+            text = run.stacks(rank).read_text(errors="replace")
+        except OSError:
+            continue
+        if "Timeout (" in text:
+            out.add(rank)
+    return out
+
+
+class Launcher:
+    """One attempt: see the module docstring.
+
+    Args:
+        command: the command to run (``torchrun ... -m k8sddp train --task ...``).
+        env: the pod's environment (default ``os.environ``).
+        out, err: where the command's stdout/stderr are copied (binary streams).
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        *,
+        out: IO[bytes] | None = None,
+        err: IO[bytes] | None = None,
+    ) -> None:
+        if not command:
+            raise UsageError("launch: no command given (usage: k8sddp launch -- torchrun ...)")
+        self.command = list(command)
+        self.env = dict(os.environ if env is None else env)
+        self.out = out if out is not None else sys.stdout.buffer
+        self.err = err if err is not None else sys.stderr.buffer
+        self.signalled: int | None = None
+        self.child: subprocess.Popen[bytes] | None = None
+        self.run_dir: RunDir | None = None
+
+    # -- setup ----------------------------------------------------------------------------------
+    def _prepare(self) -> tuple[ArtifactDir, RunDir, int]:
+        problems = check_guard_env(self.env)
+        if problems:
+            raise UsageError("refusing to start: " + "; ".join(problems))
+        artifacts = ArtifactDir(Path(self.env[gv.ARTIFACT_DIR]))
+        node = node_rank(self.env)
+        attempt = (dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+                   + f"-node{node}-{secrets.token_hex(3)}")
+        run = artifacts.run(attempt)
+        try:
+            run.path.mkdir(parents=True, exist_ok=False)
+            artifacts.checkpoints.mkdir(parents=True, exist_ok=True)
+            Path(self.env[gv.FR_DUMP_TEMP_FILE]).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"{gv.ARTIFACT_DIR}={artifacts.root}: cannot write there: {exc}") from None
+        return artifacts, run, node
+
+    def _record_base(self, run: RunDir, node: int) -> dict[str, Any]:
+        env = self.env
+        guard = {n: env.get(n) for n in (*gv.MANDATORY, *gv.SAFETY_NETS) if n in env}
+        guard.update({n: v for n, v in env.items() if n.startswith("K8SDDP_") and n != RUN_DIR})
+        nnodes, nproc = env.get("PET_NNODES"), env.get("PET_NPROC_PER_NODE")
+        return {
+            "format": 1,
+            "attempt": run.path.name,
+            "node_rank": node,
+            "host": socket.gethostname(),
+            "command": self.command,
+            "k8sddp_version": __version__,
+            "image": env.get(IMAGE),
+            "code_version": env.get(CODE_VERSION),
+            "torch_version": _dist_version("torch"),
+            "seed": int(env[SEED]) if env.get(SEED, "").isdigit() else 0,
+            "nnodes": nnodes,
+            "nproc_per_node": nproc,
+            "world_size": env.get("WORLD_SIZE"),
+            "guard_variables": guard,
+            "start": _utc(),
+        }
+
+    # -- signals --------------------------------------------------------------------------------
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        child, run = self.child, self.run_dir
+        if signum in TO_WORKERS:
+            for rec in (run.started_records().values() if run else ()):
+                with contextlib.suppress(OSError, TypeError, ValueError):
+                    os.kill(int(rec["pid"]), signum)
+            return
+        if signum in (signal.SIGTERM, signal.SIGINT) and self.signalled is None:
+            self.signalled = signum
+            if run is not None:
+                with contextlib.suppress(OSError):
+                    write_json_atomic(run.preempt_marker, {"signal": signum, "time": _utc()})
+        if child is not None and child.poll() is None:
+            with contextlib.suppress(OSError):
+                child.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
+
+    def _wait(self, child: subprocess.Popen[bytes]) -> int:
+        if os.getpid() != 1:
+            return child.wait()
+        while True:  # PID 1: reap every orphan, return when our child ends
+            pid, status = os.waitpid(-1, 0)
+            if pid == child.pid:
+                child.returncode = os.waitstatus_to_exitcode(status)
+                return child.returncode
+
+    # -- main -----------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Run one attempt and return the pod's exit code.
+
+        Raises:
+            UsageError: missing or invalid guard variables, an unwritable artifact folder.
+        """
+        artifacts, run, node = self._prepare()
+        self.run_dir = run
+        record = self._record_base(run, node)
+        write_json_atomic(run.run_record(node), {**record, "status": "running"})
+        child_env = dict(self.env)
+        child_env[RUN_DIR] = str(run.path)
+        tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        lock = threading.Lock()
+        previous = {s: signal.signal(s, self._on_signal) for s in (*FORWARDED, *TO_WORKERS)}
+        started_at = time.monotonic()
+        try:
+            try:
+                self.child = child = subprocess.Popen(
+                    self.command, env=child_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            except FileNotFoundError as exc:
+                return self._finish(run, node, record, artifacts, ec.NOT_FOUND, str(exc), tail)
+            except PermissionError as exc:
+                return self._finish(run, node, record, artifacts, ec.NOT_EXECUTABLE, str(exc), tail)
+            if self.signalled is not None:  # a signal that came before the child existed
+                with contextlib.suppress(OSError):
+                    child.send_signal(signal.SIGTERM)
+            assert child.stdout is not None and child.stderr is not None
+            copiers = [threading.Thread(target=_copy, args=(child.stdout, self.out, tail, lock), daemon=True),
+                       threading.Thread(target=_copy, args=(child.stderr, self.err, tail, lock), daemon=True)]
+            for t in copiers:
+                t.start()
+            code = self._wait(child)
+            for t in copiers:
+                t.join(timeout=5)
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+        record["duration_s"] = round(time.monotonic() - started_at, 3)
+        return self._finish(run, node, record, artifacts, code, None, tail)
+
+    def _finish(self, run: RunDir, node: int, record: dict[str, Any], artifacts: ArtifactDir,
+                child_code: int, error: str | None, tail: collections.deque[str]) -> int:
+        started = run.started_records()
+        failures = run.failure_records()
+        quiet = [r for r in started if r not in failures]
+        if error is not None:
+            outcome = Outcome(child_code, f"cannot run {self.command[0]!r}: {error}")
+        else:
+            outcome = decide(
+                child_code=child_code, started=started, failures=failures,
+                last_trace={r: run.last_trace_entry(r) for r in quiet},
+                hard_stopped=_hard_stopped(run, quiet), signalled=self.signalled)
+        progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))
+        state_path = artifacts.launcher_state(node)
+        state = read_json(state_path)
+        outcome, new_state = apply_hang_streak(
+            outcome, state if isinstance(state, dict) else None,
+            max_restarts=int(self.env.get(gv.MAX_HANG_RESTARTS, gv.DEFAULT_MAX_HANG_RESTARTS)),
+            progress_step=progress)
+        if new_state is None:
+            with contextlib.suppress(FileNotFoundError):
+                state_path.unlink()
+        elif new_state is not state:
+            write_json_atomic(state_path, new_state)
+        rank0 = started.get(0) or next(iter(started.values()), {})
+        record.update({
+            "status": "finished",
+            "end": _utc(),
+            "child_exit_code": child_code,
+            "exit_code": outcome.code,
+            "exit_name": ec.NAMES.get(outcome.code, "unknown"),
+            "retryable": ec.is_retryable(outcome.code),
+            "exit_reason": outcome.reason,
+            "causes": {str(k): v for k, v in outcome.causes.items()},
+            "suspected_stuck_ranks": outcome.suspects,
+            "ranks": {str(k): v for k, v in outcome.ranks.items()},
+            "max_step": outcome.max_step,
+            "hang_streak": new_state,
+            "world_size": rank0.get("world_size", record.get("world_size")),
+            "torch_version": rank0.get("torch_version", record.get("torch_version")),
+            "nccl_version": rank0.get("nccl_version"),
+            "backend": rank0.get("backend"),
+            "seed": rank0.get("seed", record.get("seed")),
+            "tracebacks": {str(r): f.get("traceback") for r, f in failures.items() if f.get("traceback")},
+            "failure_log_tail": list(tail),
+        })
+        write_json_atomic(run.run_record(node), record)
+        suspects = ""
+        if outcome.suspects:
+            parts = []
+            for r in outcome.suspects:
+                info = outcome.ranks.get(r, {})
+                parts.append(f"rank {r} (phase {info.get('phase')}, step {info.get('step')})")
+            suspects = "; suspected stuck: " + ", ".join(parts)
+        msg = (f"k8sddp launch: exit {outcome.code} ({ec.NAMES.get(outcome.code, 'unknown')}, "
+               f"{'retryable' if ec.is_retryable(outcome.code) else 'final' if outcome.code else 'done'}): "
+               f"{outcome.reason}"
+               f"{suspects}; run record {run.run_record(node)}\n")
+        with contextlib.suppress(OSError, ValueError):
+            self.err.write(msg.encode())
+            self.err.flush()
+        return outcome.code
+
+
+def launch(command: Sequence[str], env: Mapping[str, str] | None = None) -> int:
+    """Run ``command`` under the launcher and return the pod's exit code (:class:`Launcher`)."""
+    return Launcher(command, env).run()
