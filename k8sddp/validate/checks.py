@@ -76,7 +76,12 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     if rule_id == "KDP104":
         if path and (path[-1] == "image" or '"image"' in raw):
             # The webhook wants an image in every container, sidecars included.
-            return f"container {json_path(path)} has no image; every container needs a non-empty image (the operator's webhook rejects the job)"
+            return (
+                f"container {json_path(path)} has no image; every container needs a non-empty image (the operator's webhook "
+                "rejects the job). If it came out of kustomize: a strategic-merge patch "
+                "replaces a PyTorchJob's whole containers list (dropping image, command and env); add `k8sddp kustomize openapi` output to the "
+                "kustomization's openapi: field so containers and env merge by name"
+            )
         return "every replica needs a container named \"pytorch\" with a non-empty image (the operator's webhook rejects the job)"
     if rule_id == "KDP105":
         return (

@@ -148,25 +148,36 @@ def check_profile(profile: str) -> str:
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
     """Files to read: each file as given, each folder's ``*.yaml``/``*.yml``/``*.json`` recursively
-    (sorted, hidden folders skipped), ``-`` for standard input.
+    (suffixes in any case, sorted, hidden folders skipped, only regular files: a FIFO or device in
+    a folder is never opened), ``-`` for standard input.
 
     Raises:
-        UsageError: a path that does not exist.
+        UsageError: paths that do not exist (all of them named), or a folder that cannot be listed.
     """
     out: list[str] = []
+    missing: list[str] = []
+
+    def unreadable(exc: OSError) -> None:
+        raise UsageError(f"{exc.filename}: cannot list folder: {exc.strerror or exc}")
+
     for path in paths:
         if path == "-":
             out.append(path)
         elif os.path.isdir(path):
             found = []
-            for root, dirs, files in os.walk(path):
+            for root, dirs, files in os.walk(path, onerror=unreadable):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found += [os.path.join(root, f) for f in files if f.endswith(MANIFEST_SUFFIXES)]
+                for name in files:
+                    full = os.path.join(root, name)
+                    if name.lower().endswith(MANIFEST_SUFFIXES) and os.path.isfile(full):
+                        found.append(full)
             out += sorted(found)
         elif os.path.exists(path):
             out.append(path)
         else:
-            raise UsageError(f"{path}: no such file or directory")
+            missing.append(path)
+    if missing:
+        raise UsageError("; ".join(f"{p}: no such file or directory" for p in missing))
     return out
 
 
