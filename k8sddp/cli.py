@@ -28,6 +28,10 @@ COMMAND_MODULES: tuple[str, ...] = (
     "lint",
     "launch",
     "train",
+    "submit",
+    "status",
+    "logs",
+    "delete",
 )
 
 

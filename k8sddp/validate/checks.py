@@ -17,17 +17,19 @@ import jsonschema_rs
 
 from .. import guardvars as gv
 from ..resources import load_schema
-from ..schemagen import RULE_KEY
+from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
-from .rawfinding import RawFinding
+from .jobparts import MAPPING as _MAPPING
+from .jobparts import get as _get
+from .jobparts import pytorch_container as _pytorch_container
+from .jobparts import replicas as _replicas
+from .rawfinding import RawFinding, json_path
+from .strictchecks import check_sizes, check_volumes
 
 __all__ = ["check_guardrails", "check_structure"]
 
 #: Kubernetes object names (Services included) are at most 63 characters (DNS-1035 label).
 SERVICE_NAME_MAX = 63
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
-PERSISTENT_VOLUME_KINDS = ("persistentVolumeClaim", "nfs")
-_NPROC_FLAG = re.compile(r"^--nproc[-_]per[-_]node(?:=(.*))?$")
 
 
 @functools.cache
@@ -40,43 +42,16 @@ def _rule_of(schema: Any, schema_path: list[Any]) -> str:
     rule = ""
     node = schema
     for part in schema_path:
-        if isinstance(node, Mapping):
+        if isinstance(node, _MAPPING):
             rule = node.get(RULE_KEY, rule)
             node = node.get(part)
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
         else:
             break
-    if isinstance(node, Mapping):
+    if isinstance(node, _MAPPING):
         rule = node.get(RULE_KEY, rule)
     return rule
-
-
-def _get(obj: Any, *path: Any) -> Any:
-    for part in path:
-        if isinstance(obj, Mapping):
-            obj = obj.get(part)
-        elif isinstance(obj, list) and isinstance(part, int) and part < len(obj):
-            obj = obj[part]
-        else:
-            return None
-    return obj
-
-
-def _replicas(job: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    specs = _get(job, "spec", "pytorchReplicaSpecs")
-    if not isinstance(specs, Mapping):
-        return []
-    return [(str(k), v) for k, v in specs.items() if isinstance(v, Mapping)]
-
-
-def _pytorch_container(replica: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:
-    containers = _get(replica, "template", "spec", "containers")
-    if isinstance(containers, list):
-        for i, c in enumerate(containers):
-            if isinstance(c, Mapping) and c.get("name") == "pytorch":
-                return i, c
-    return None
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -91,7 +66,7 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
         hint = ""
         if "Additional properties" in raw:
             hint = " (the API server prunes unknown fields silently, so the setting would be lost)"
-        elif "is not of type \"string\"" in raw and ("True" in raw or "False" in raw or raw[:1].isdigit()):
+        elif "is not of type \"string\"" in raw and (raw.split(" ", 1)[0] in ("true", "false") or raw[:1].isdigit()):
             hint = " (YAML 1.1 reads yes/no/on/off/true and bare numbers as non-strings: quote the value)"
         return f"not accepted by the PyTorchJob CRD: {_short(raw)}{hint}"
     if rule_id == "KDP102":
@@ -99,6 +74,14 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     if rule_id == "KDP103":
         return f"job name must be a DNS-1035 label (lower-case letters, digits, '-', starting with a letter): {_short(raw)}"
     if rule_id == "KDP104":
+        if path and (path[-1] == "image" or '"image"' in raw):
+            # The webhook wants an image in every container, sidecars included.
+            return (
+                f"container {json_path(path)} has no image; every container needs a non-empty image (the operator's webhook "
+                "rejects the job). If it came out of kustomize: a strategic-merge patch "
+                "replaces a PyTorchJob's whole containers list (dropping image, command and env); add `k8sddp kustomize openapi` output to the "
+                "kustomization's openapi: field so containers and env merge by name"
+            )
         return "every replica needs a container named \"pytorch\" with a non-empty image (the operator's webhook rejects the job)"
     if rule_id == "KDP105":
         return (
@@ -110,6 +93,32 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     return _short(raw)
 
 
+def _offending_key(err: Any) -> tuple[str, ...]:
+    """For errors about a key rather than a value (an unknown field, a bad label key), the key:
+    so that the finding points at the misspelt line, not at the start of the enclosing object."""
+    kind = err.kind
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.AdditionalProperties) and kind.unexpected:
+        return (str(kind.unexpected[0]),)
+    if isinstance(kind, jsonschema_rs.ValidationErrorKind.PropertyNames) and isinstance(kind.error.instance, str):
+        return (kind.error.instance,)
+    return ()
+
+
+def prune_nulls(value: Any) -> Any:
+    """``value`` without the ``null`` members of its objects, recursively.
+
+    The API server prunes ``null`` fields of a custom resource whose schema does not say
+    ``nullable`` before it validates (Kubernetes docs, CustomResourceDefinitions: Defaulting and
+    Nullable), and decodes ``null`` metadata fields to their zero values; so ``value:`` with nothing
+    after it is an absent value, not a type error. Only called for documents that fail as written.
+    """
+    if isinstance(value, _MAPPING):
+        return {k: prune_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [prune_nulls(v) for v in value]
+    return value
+
+
 def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
     """Layer 1 for one PyTorchJob object.
 
@@ -119,11 +128,11 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
     findings: list[RawFinding] = []
     schema = load_schema("pytorchjob.structure.json")
     validator = _validator("pytorchjob.structure.json")
-    if not validator.is_valid(job):
+    if not validator.is_valid(job) and not validator.is_valid(pruned := prune_nulls(job)):
         seen: set[tuple[str, tuple[Any, ...]]] = set()
-        for err in validator.iter_errors(job):
+        for err in validator.iter_errors(pruned):
             rule_id = _rule_of(schema, list(err.schema_path)) or "KDP101"
-            path = tuple(err.instance_path)
+            path = tuple(err.instance_path) + _offending_key(err)
             if (rule_id, path) in seen:
                 continue
             seen.add((rule_id, path))
@@ -135,12 +144,17 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
 
 def _check_service_names(job: Mapping[str, Any]) -> list[RawFinding]:
     name = _get(job, "metadata", "name")
-    if not isinstance(name, str) or not name:
-        return []
+    if not isinstance(name, str) or not name or len(name) > SERVICE_NAME_MAX:
+        return []  # (a name over 63 characters is already KDP103 in the schema)
     longest = ""
+    # An elastic job's Workers scale up to elasticPolicy.maxReplicas: the last Service index too.
+    max_replicas = _get(job, "spec", "elasticPolicy", "maxReplicas")
     for rtype, replica in _replicas(job):
         count = replica.get("replicas", 1)
-        last = max((count if isinstance(count, int) else 1) - 1, 0)
+        count = count if isinstance(count, int) else 1
+        if rtype == "Worker" and isinstance(max_replicas, int):
+            count = max(count, max_replicas)
+        last = max(count - 1, 0)
         service = f"{name}-{rtype.lower()}-{last}"
         if len(service) > len(longest):
             longest = service
@@ -162,7 +176,7 @@ def _duplicates(items: Any, key: str) -> list[tuple[int, str]]:
     seen: set[str] = set()
     dups = []
     for i, item in enumerate(items):
-        value = item.get(key) if isinstance(item, Mapping) else None
+        value = item.get(key) if isinstance(item, _MAPPING) else None
         if isinstance(value, str):
             if value in seen:
                 dups.append((i, value))
@@ -175,7 +189,7 @@ def _check_list_maps(job: Mapping[str, Any]) -> list[RawFinding]:
     findings = []
     for rtype, replica in _replicas(job):
         pod = _get(replica, "template", "spec")
-        if not isinstance(pod, Mapping):
+        if not isinstance(pod, _MAPPING):
             continue
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec")
         for field in ("containers", "initContainers"):
@@ -183,7 +197,7 @@ def _check_list_maps(job: Mapping[str, Any]) -> list[RawFinding]:
             for i, name in _duplicates(containers, "name"):
                 findings.append(RawFinding("KDP106", (*base, field, i), f"two {field} are named {name!r}; the API server refuses duplicate names in this list-map"))
             for ci, container in enumerate(containers if isinstance(containers, list) else []):
-                if not isinstance(container, Mapping):
+                if not isinstance(container, _MAPPING):
                     continue
                 for sub in ("env", "ports", "volumeMounts"):
                     key = "mountPath" if sub == "volumeMounts" else ("containerPort" if sub == "ports" else "name")
@@ -218,25 +232,43 @@ _GUARD_NAMES = (
 )
 
 
-def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> dict[str, Any]:
+#: Variables that must be present: one that an unreadable envFrom source might set is unresolved.
+_REQUIRED_NAMES = tuple(n for n in _GUARD_NAMES if n not in gv.SAFETY_NETS)
+
+
+def _safety_net_value(env: dict[str, EnvValue], name: str) -> EnvValue | None:
+    """What the input says about a safety-net variable: an ``env`` entry or a readable ``envFrom``
+    source (unresolved when that entry's ``valueFrom`` cannot be read: KDP306 fails then).
+
+    An unreadable ``envFrom`` source (a Secret) that *might* switch a net off is not held against
+    the job: otherwise every job with a Secret in ``envFrom`` would fail strict whatever it did.
+    """
+    return dict.get(env, name)
+
+
+def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> Mapping[str, Any]:
     """A shallow copy of ``job`` whose pytorch containers' ``env`` is the effective environment."""
+    if not envs:
+        # No pytorch container found (so spec and pytorchReplicaSpecs may not even be objects):
+        # nothing to resolve; layer 1 reports what is missing.
+        return job
     view = dict(job)
-    spec = dict(view.get("spec") or {})
-    replicas = dict(spec.get("pytorchReplicaSpecs") or {})
+    spec = dict(view["spec"])
+    replicas = dict(spec["pytorchReplicaSpecs"])
     for rtype, replica in _replicas(job):
         found = _pytorch_container(replica)
         if found is None or rtype not in envs:
             continue
-        index, container = found
+        _, container = found
         env = envs[rtype]
-        names = list(dict.keys(env)) + [n for n in _GUARD_NAMES if n not in dict.keys(env) and n in env]
+        names = list(dict.keys(env)) + [n for n in _REQUIRED_NAMES if n not in dict.keys(env) and n in env]
         entries = []
         for name in names:
-            value = env.get(name)
+            value = _safety_net_value(env, name) if name in gv.SAFETY_NETS else env.get(name)
             if value is None:
                 continue
             if value.value is None:
-                entries.append({"name": name, "x-k8sddp-unresolved": value.unresolved})
+                entries.append({"name": name, UNRESOLVED_KEY: value.unresolved})
             else:
                 entries.append({"name": name, "value": value.value})
         new_container = {k: v for k, v in container.items() if k != "envFrom"}
@@ -244,9 +276,10 @@ def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]])
         rep = dict(replica)
         template = dict(rep.get("template") or {})
         pod = dict(template.get("spec") or {})
-        containers = list(pod.get("containers") or [])
-        containers[index] = new_container
-        pod["containers"] = containers
+        # Only the pytorch container the checks read (the first one named so; a second one is
+        # KDP106): the guard schemas look at no other, and a duplicate must not be judged by the
+        # first one's environment.
+        pod["containers"] = [new_container]
         template["spec"] = pod
         rep["template"] = template
         replicas[rtype] = rep
@@ -290,8 +323,15 @@ def _env_message(rule_id: str, rtype: str, env: dict[str, EnvValue]) -> str:
         name, what = expect[rule_id]
         return f"{who}{_describe(name, env.get(name))}; expected {what}"
     if rule_id == "KDP306":
-        off = [n for n in gv.SAFETY_NETS if (v := env.get(n)) is not None and v.value is not None and v.value.strip().strip("0") == "" and v.value.strip()]
-        return f"{who}{', '.join(off) or 'a safety net'} switched off (\"0\"); remove the variable or leave its default"
+        off, unknown = [], []
+        for n in gv.SAFETY_NETS:
+            v = _safety_net_value(env, n)
+            if v is not None and v.value is None:
+                unknown.append(f"{n} cannot be verified: {v.unresolved}")
+            elif v is not None and v.value is not None and re.search(SAFETY_NET_OFF[n], v.value):
+                off.append(f"{n}={v.value!r}")
+        said = "; ".join([*(f"{o} switches a safety net off" for o in off), *unknown]) or "a safety net is switched off"
+        return f"{who}{said}; remove the variable or leave its default"
     if rule_id == "KDP307":
         return f"{who}no volume mounted at /dev/shm; mount an emptyDir with medium: Memory there (DataLoader workers die with bus errors on the 64 MiB default)"
     return ""
@@ -336,7 +376,7 @@ def check_guardrails(
                 base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
                 container = _get(job, *base)
                 field = "volumeMounts" if rule_id == "KDP307" else "env"
-                path = (*base, field) if isinstance(container, Mapping) and field in container else base
+                path = (*base, field) if isinstance(container, _MAPPING) and field in container else base
                 findings.append(RawFinding(rule_id, path, _env_message(rule_id, rtype, envs[rtype])))
             elif rule_id == "KDP308":
                 if (rule_id, "") in seen:
@@ -351,111 +391,6 @@ def check_guardrails(
                     )
                 )
     if profile == "strict":
-        findings += _check_volumes(job, envs, container_index, seen={(f.rule_id, str(f.path[2])) for f in findings if len(f.path) > 2})
-        findings += _check_sizes(job, container_index)
-    return findings
-
-
-def _pod_volume(pod: Mapping[str, Any], name: Any) -> Mapping[str, Any] | None:
-    for vol in pod.get("volumes") or []:
-        if isinstance(vol, Mapping) and vol.get("name") == name:
-            return vol
-    return None
-
-
-def _check_volumes(
-    job: Mapping[str, Any],
-    envs: dict[str, dict[str, EnvValue]],
-    container_index: dict[str, int],
-    seen: set[tuple[str, str]],
-) -> list[RawFinding]:
-    """KDP304/KDP305 (paths on a persistent volume) and KDP307 (memory-backed /dev/shm)."""
-    findings = []
-    for rtype, replica in _replicas(job):
-        if rtype not in container_index:
-            continue
-        pod = _get(replica, "template", "spec") or {}
-        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
-        container = _get(job, *base) or {}
-        mounts = [m for m in container.get("volumeMounts") or [] if isinstance(m, Mapping)]
-        for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
-            value = envs[rtype].get(var)
-            if (rule_id, rtype) in seen or value is None or not value.value:
-                continue
-            persistent = False
-            for m in mounts:
-                mount_path = str(m.get("mountPath", "")).rstrip("/")
-                if mount_path and (value.value == mount_path or value.value.startswith(mount_path + "/")):
-                    vol = _pod_volume(pod, m.get("name"))
-                    persistent = bool(vol) and any(k in vol for k in PERSISTENT_VOLUME_KINDS)  # type: ignore[operator]
-                    if persistent:
-                        break
-            if not persistent:
-                findings.append(
-                    RawFinding(
-                        rule_id,
-                        (*base, "env"),
-                        f"replica {rtype}, container pytorch: {var}={value.value!r} is not on a persistent volume "
-                        f"(no volumeMount of a persistentVolumeClaim or nfs volume contains it); it would die with the pod",
-                    )
-                )
-        if ("KDP307", rtype) not in seen:
-            shm = [m for m in mounts if str(m.get("mountPath", "")).rstrip("/") == "/dev/shm"]
-            vol = _pod_volume(pod, shm[0].get("name")) if shm else None
-            medium = _get(vol, "emptyDir", "medium") if vol else None
-            if shm and medium != "Memory":
-                findings.append(
-                    RawFinding(
-                        "KDP307",
-                        (*base, "volumeMounts"),
-                        f"replica {rtype}, container pytorch: /dev/shm is mounted from volume {shm[0].get('name')!r}, "
-                        "which is not an emptyDir with medium: Memory",
-                    )
-                )
-    return findings
-
-
-def _nproc_from_args(container: Mapping[str, Any]) -> str | None:
-    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
-    for i, arg in enumerate(argv):
-        for token in arg.split():
-            m = _NPROC_FLAG.match(token)
-            if m:
-                if m.group(1) is not None:
-                    return m.group(1)
-                rest = arg.split()
-                j = rest.index(token)
-                if j + 1 < len(rest):
-                    return rest[j + 1]
-                if i + 1 < len(argv):
-                    return argv[i + 1].split()[0] if argv[i + 1].split() else None
-    return None
-
-
-def _check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> list[RawFinding]:
-    """KDP309: nprocPerNode, --nproc-per-node and the GPU limit agree."""
-    findings = []
-    nproc = _get(job, "spec", "nprocPerNode") or _get(job, "spec", "elasticPolicy", "nProcPerNode")
-    declared = str(nproc) if nproc is not None else None
-    for rtype, _replica in _replicas(job):
-        if rtype not in container_index:
-            continue
-        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
-        container = _get(job, *base) or {}
-        limits = _get(container, "resources", "limits") or {}
-        gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, Mapping) and k in limits), None)
-        flag = _nproc_from_args(container)
-        facts = {"nprocPerNode": declared, "--nproc-per-node": flag, "GPU limit": gpus}
-        numeric = {k: v for k, v in facts.items() if v is not None and v.isdigit() and not (k == "GPU limit" and v == "0")}
-        if declared == "gpu" and gpus is None:
-            findings.append(RawFinding("KDP309", base, f"replica {rtype}: nprocPerNode is \"gpu\" but the pytorch container has no GPU limit"))
-        if len(set(numeric.values())) > 1:
-            said = ", ".join(f"{k} {v}" for k, v in numeric.items())
-            findings.append(
-                RawFinding(
-                    "KDP309",
-                    (*base, "resources") if "resources" in container else base,
-                    f"replica {rtype}: process counts disagree ({said}); they must be equal, one process per GPU",
-                )
-            )
+        findings += check_volumes(job, envs, container_index, seen={(f.rule_id, str(f.path[2])) for f in findings if len(f.path) > 2})
+        findings += check_sizes(job, container_index)
     return findings

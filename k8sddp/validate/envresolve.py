@@ -13,6 +13,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+#: ``dict`` first: ``isinstance`` against the ``Mapping`` ABC alone costs several times more, and
+#: these checks run many times for every manifest.
+_MAPPING = (dict, Mapping)
+
 __all__ = ["ConfigMapIndex", "EnvValue", "effective_env"]
 
 #: Key of a ConfigMap: (namespace or None for "the namespace it will be applied to", name).
@@ -53,34 +57,37 @@ class ConfigMapIndex:
     def add(self, cm: Mapping[str, Any]) -> None:
         """Add one ConfigMap object (ignored if it has no name)."""
         meta = cm.get("metadata") or {}
-        name = meta.get("name") if isinstance(meta, Mapping) else None
+        name = meta.get("name") if isinstance(meta, _MAPPING) else None
         if not isinstance(name, str):
             return
         data = cm.get("data") or {}
-        ns = meta.get("namespace") or self.default_namespace
-        self._maps[(ns, name)] = {str(k): v for k, v in data.items() if isinstance(v, str)} if isinstance(data, Mapping) else {}
+        ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else self.default_namespace
+        self._maps[(ns, name)] = {str(k): v for k, v in data.items() if isinstance(v, str)} if isinstance(data, _MAPPING) else {}
 
     def get(self, namespace: str | None, name: str) -> dict[str, str] | None:
         """The ConfigMap's ``data``, or ``None`` if the input does not hold it."""
-        return self._maps.get((namespace or self.default_namespace, name))
+        if not isinstance(namespace, str) or not namespace:
+            namespace = self.default_namespace
+        return self._maps.get((namespace, name))
 
     def __len__(self) -> int:
         return len(self._maps)
 
 
 def _value_from(ref: Any, namespace: str | None, cms: ConfigMapIndex) -> EnvValue | None:
-    """Resolve an ``env[].valueFrom``; ``None`` means the variable is not set at all."""
-    if not isinstance(ref, Mapping):
+    """Resolve an ``env[].valueFrom``; ``None`` means the entry is skipped (an optional key that the
+    ConfigMap lacks), leaving any value ``envFrom`` gave the variable."""
+    if not isinstance(ref, _MAPPING):
         return EnvValue(None, "valueFrom", "valueFrom is not an object")
     cm_ref = ref.get("configMapKeyRef")
-    if isinstance(cm_ref, Mapping):
+    if isinstance(cm_ref, _MAPPING):
         cm_name, key = cm_ref.get("name"), cm_ref.get("key")
         where = f"key {key!r} of ConfigMap {cm_name!r} (valueFrom)"
         data = cms.get(namespace, str(cm_name))
         if data is None:
             return EnvValue(None, where, f"ConfigMap {cm_name!r} is not in the input")
-        if key in data:
-            return EnvValue(data[str(key)], where)
+        if isinstance(key, str) and key in data:
+            return EnvValue(data[key], where)
         if cm_ref.get("optional"):
             return None
         return EnvValue(None, where, f"ConfigMap {cm_name!r} has no key {key!r} (the pod would not start)")
@@ -92,7 +99,7 @@ def _value_from(ref: Any, namespace: str | None, cms: ConfigMapIndex) -> EnvValu
     ):
         if kind in ref:
             sub = ref.get(kind) or {}
-            name = sub.get("name") if isinstance(sub, Mapping) else None
+            name = sub.get("name") if isinstance(sub, _MAPPING) else None
             what = f"{label} {name!r}" if name else label
             return EnvValue(None, f"{what} (valueFrom)", f"it comes from {what}, which k8sddp cannot read")
     return EnvValue(None, "valueFrom", "valueFrom names no known source")
@@ -112,15 +119,16 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
     """
     result: dict[str, EnvValue] = {}
     # Unresolvable envFrom sources seen so far; any of them may define any variable.
-    opaque: list[str] = []
+    # (description, prefix): a source with a prefix can only set names that start with it.
+    opaque: list[tuple[str, str]] = []
     opaque_at: dict[str, int] = {}
     env_from = container.get("envFrom") or []
     for source in env_from if isinstance(env_from, list) else []:
-        if not isinstance(source, Mapping):
+        if not isinstance(source, _MAPPING):
             continue
         prefix = str(source.get("prefix") or "")
         cm_ref = source.get("configMapRef")
-        if isinstance(cm_ref, Mapping):
+        if isinstance(cm_ref, _MAPPING):
             cm_name = str(cm_ref.get("name"))
             data = cms.get(namespace, cm_name)
             if data is not None:
@@ -128,30 +136,69 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
                     result[prefix + key] = EnvValue(value, f"ConfigMap {cm_name!r} (envFrom)")
                     opaque_at[prefix + key] = len(opaque)
                 continue
-            opaque.append(f"ConfigMap {cm_name!r} (envFrom), which is not in the input")
+            opaque.append((f"ConfigMap {cm_name!r} (envFrom), which is not in the input", prefix))
             continue
         secret_ref = source.get("secretRef")
-        name = secret_ref.get("name") if isinstance(secret_ref, Mapping) else None
-        opaque.append(f"Secret {name!r} (envFrom), which k8sddp cannot read")
+        name = secret_ref.get("name") if isinstance(secret_ref, _MAPPING) else None
+        opaque.append((f"Secret {name!r} (envFrom), which k8sddp cannot read", prefix))
     env = container.get("env") or []
     explicit: set[str] = set()
+    # Lookups while env is read follow the same rules as the finished result ($(VAR) references).
+    result = _OpaqueEnv(result, opaque, opaque_at, explicit)
     for entry in env if isinstance(env, list) else []:
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+        if not isinstance(entry, _MAPPING) or not isinstance(entry.get("name"), str):
             continue
         name = entry["name"]
-        explicit.add(name)
-        if "valueFrom" in entry:
+        # The kubelet's order (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables): a non-empty
+        # value wins, else valueFrom; null is pruned by the API server, so it is the empty string.
+        raw = entry.get("value")
+        value = "" if raw is None else raw if isinstance(raw, str) else str(raw)
+        if value == "" and entry.get("valueFrom") is not None:
             resolved = _value_from(entry["valueFrom"], namespace, cms)
             if resolved is None:
-                result.pop(name, None)
-            else:
-                result[name] = resolved
+                # An optional reference to a missing key is skipped: whatever envFrom set stays.
+                continue
+            result[name] = resolved
+        elif "$" in value:
+            result[name] = _expand(value, result)
         else:
-            value = entry.get("value", "")
-            result[name] = EnvValue(value if isinstance(value, str) else str(value), "env")
-    if opaque:
-        result = _OpaqueEnv(result, opaque, opaque_at, explicit)
-    return result
+            result[name] = EnvValue(value, "env")
+        explicit.add(name)
+    return result if opaque else dict(result)
+
+
+def _expand(value: str, env: dict[str, EnvValue]) -> EnvValue:
+    """``$(VAR)`` references in an env ``value``, expanded as the kubelet does.
+
+    Source: kubernetes third_party/forked/golang/expansion/expand.go (``Expand``,
+    ``MappingFuncFor``): ``$(NAME)`` becomes the value of a variable defined before it (by
+    ``envFrom`` or an earlier ``env`` entry), ``$$`` becomes ``$``, and a reference to an undefined
+    variable, or an unclosed ``$(``, stays as written. A reference to a variable whose value
+    cannot be read makes this one unreadable too.
+    """
+    out: list[str] = []
+    checkpoint = i = 0
+    while i < len(value):
+        if value[i] == "$" and i + 1 < len(value):
+            out.append(value[checkpoint:i])
+            nxt = value[i + 1]
+            close = value.find(")", i + 2) if nxt == "(" else -1
+            if nxt == "$":
+                out.append("$")
+            elif close != -1:
+                name = value[i + 2 : close]
+                ref = env.get(name)
+                if ref is not None and ref.value is None:
+                    return EnvValue(None, "env", f"it refers to $({name}), which cannot be verified: {ref.unresolved}")
+                out.append(f"$({name})" if ref is None else ref.value or "")
+                i = close - 1  # the loop's step lands after ")"
+            else:
+                out.append("$" + nxt)  # "$(" without ")", or "$x": kept
+            i += 1
+            checkpoint = i + 1
+        i += 1
+    out.append(value[checkpoint:])
+    return EnvValue("".join(out), "env")
 
 
 class _OpaqueEnv(dict[str, EnvValue]):
@@ -159,24 +206,33 @@ class _OpaqueEnv(dict[str, EnvValue]):
     ``env`` entry sets, and that no resolvable source sets *after* the last opaque one, is
     unresolved."""
 
-    def __init__(self, known: dict[str, EnvValue], opaque: list[str], opaque_at: dict[str, int], explicit: set[str]) -> None:
+    def __init__(self, known: dict[str, EnvValue], opaque: list[tuple[str, str]], opaque_at: dict[str, int], explicit: set[str]) -> None:
         super().__init__(known)
         self._opaque = opaque
         self._opaque_at = opaque_at
         self._explicit = explicit
 
-    def _maybe_overridden(self, name: str) -> bool:
+    def _overriding(self, name: str) -> str:
+        """The last unreadable source that may set ``name`` after what is known of it, or ``""``."""
         if name in self._explicit:
-            return False
-        # A resolvable envFrom source set it after opaque[k-1]; later opaque sources may override.
-        return self._opaque_at.get(name, 0) < len(self._opaque)
+            return ""
+        # A resolvable envFrom source set it after opaque[k-1]; later opaque sources may override,
+        # but only those whose prefix the name starts with.
+        for what, prefix in reversed(self._opaque[self._opaque_at.get(name, 0):]):
+            if name.startswith(prefix):
+                return what
+        return ""
+
+    def _maybe_overridden(self, name: str) -> bool:
+        return bool(self._overriding(name))
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and (super().__contains__(name) or self._maybe_overridden(name))
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        if self._maybe_overridden(name):
-            return EnvValue(None, self._opaque[-1], "it may come from " + self._opaque[-1])
+        what = self._overriding(name)
+        if what:
+            return EnvValue(None, what, "it may come from " + what)
         return super().get(name, default)
 
     def __getitem__(self, name: str) -> EnvValue:

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema_rs
-import yaml
 
 from ..catalogue import RULES
 from ..errors import UsageError
 from ..resources import load_schema
 from .rawfinding import RawFinding
+from .yamlio import decode, load_documents
 
 EXEMPT_ANNOTATION = "k8sddp.dev/exempt"
 REASON_ANNOTATION = "k8sddp.dev/exempt-reason"
@@ -73,12 +73,17 @@ def load_config(path: str) -> Config:
         UsageError: unreadable, not YAML, or not matching the schema (with the JSON path).
     """
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        data = yaml.safe_load(text) or {}
+        raw = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read config {path}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise UsageError(f"config {path} is not valid YAML: {exc}") from exc
+    # The manifests' reader: duplicate keys, alias bombs and deep nesting are errors, not hangs.
+    docs, problems = load_documents(decode(raw))
+    if problems:
+        p = problems[0]
+        raise UsageError(f"config {path} is not valid YAML: line {p.line}, column {p.column}: {p.message}")
+    if len(docs) > 1:
+        raise UsageError(f"config {path}: one YAML document expected, found {len(docs)}")
+    data = (docs[0].data if docs else None) or {}
     validator = jsonschema_rs.validator_for(load_schema("k8sddp-config.schema.json"))
     errors = list(validator.iter_errors(data))
     if errors:
@@ -110,7 +115,8 @@ def annotation_exemptions(obj: Mapping[str, Any]) -> tuple[dict[str, str], list[
         ``(rule id -> exemption text, problems)``; problems are KDP005 findings (no reason, an
         unknown rule, a rule that cannot be exempted), and their exemptions are not applied.
     """
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     if not isinstance(annotations, Mapping) or EXEMPT_ANNOTATION not in annotations:
         return {}, []
     path = ("metadata", "annotations", EXEMPT_ANNOTATION)

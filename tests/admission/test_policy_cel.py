@@ -48,7 +48,7 @@ def kyverno() -> PolicyEvaluator:
 def _jobs(path: Path) -> list[dict[str, Any]]:
     try:
         docs = list(yaml.safe_load_all(path.read_text()))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, UnicodeDecodeError):  # the validator's fixtures include non-UTF-8 files
         return []
     return [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
 
@@ -57,6 +57,19 @@ def _structure_ok(job: dict[str, Any]) -> bool:
     report = validate_objects([job])
     return not any(RULES[f.rule_id].layer == "structure" or f.rule_id in ("KDP001", "KDP002", "KDP003", "KDP004")
                    for f in report.findings)
+
+
+def prune_nulls(job: dict[str, Any]) -> Any:
+    from k8sddp.validate.checks import prune_nulls as prune
+
+    return prune(job)
+
+
+def _file_level_problems(path: Path) -> bool:
+    """Input findings (duplicate keys, alias bombs...) that PyYAML's last-wins reading hides."""
+    from k8sddp.validate import validate_paths
+
+    return any(f.rule_id < "KDP100" for f in validate_paths([str(path)], jobs=1).findings)
 
 
 def _cli_verdict(path: Path, capsys: pytest.CaptureFixture[str]) -> bool:
@@ -92,7 +105,11 @@ def test_kubeflow_examples_and_other_corpora_match(vap: PolicyEvaluator, capsys:
         text = path.read_text()
         if "envFrom" in text or "valueFrom" in text or "$(" in text:
             continue  # not literal: the two documented differences (ConfigMaps, $(VAR) references)
-        assert vap.evaluate(jobs[0]).allowed is _cli_verdict(path, capsys), path
+        if _file_level_problems(path):
+            continue  # another document of the file is unreadable (KDP001-004): the policy sees one object
+        # The API server prunes null fields of a custom resource when it decodes it, before any
+        # admission policy runs (validate prunes them likewise: checks.prune_nulls).
+        assert vap.evaluate(prune_nulls(jobs[0])).allowed is _cli_verdict(path, capsys), path
         compared += 1
     assert compared >= 5 if KUBEFLOW_EXAMPLES.is_dir() else compared >= 0
 

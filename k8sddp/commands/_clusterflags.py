@@ -1,0 +1,76 @@
+"""The cluster flags every cluster command shares (``-n``, ``--context``, ``--kubeconfig``) and
+the one place they become a :class:`k8sddp.cluster.client.Cluster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..cluster.client import Cluster
+
+__all__ = ["add_cluster_flags", "connect", "parse_duration"]
+
+
+def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
+    """Add ``-n/--namespace``, ``--context`` and ``--kubeconfig`` (as kubectl names them)."""
+    group = parser.add_argument_group("cluster")
+    group.add_argument("-n", "--namespace", help="namespace (default: the context's, else 'default')")
+    group.add_argument("--context", help="kubeconfig context to use (default: its current context)")
+    group.add_argument(
+        "--kubeconfig",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else the in-cluster service account)",
+    )
+
+
+def connect(args: argparse.Namespace) -> Cluster:
+    """Build the :class:`Cluster` from the parsed flags (imports the kubernetes client).
+
+    Raises:
+        UsageError: no configuration, a missing kubeconfig or context (exit 2).
+        ClusterError: an unusable configuration (exit 3).
+    """
+    from ..cluster.client import Cluster
+
+    return Cluster.connect(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def parse_duration(text: str) -> float:
+    """``"90"`` or ``"90s"`` -> 90.0; ``"10m"``, ``"1h30m"``, ``"500ms"`` as kubectl's durations.
+
+    Raises:
+        argparse.ArgumentTypeError: not a positive duration.
+    """
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        pos, value = 0, 0.0
+        for m in _DURATION.finditer(text):
+            if m.start() != pos:
+                break
+            value += float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+            pos = m.end()
+        if pos != len(text) or not text:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90, 90s, 10m, 1h)") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the duration must be positive")
+    return value
+
+
+def require_name(name: str) -> str:
+    """Reject names the API would refuse before any request.
+
+    Raises:
+        UsageError: empty or containing '/'.
+    """
+    if not name or "/" in name:
+        raise UsageError(f"{name!r} is not a job name")
+    return name

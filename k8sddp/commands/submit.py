@@ -1,0 +1,182 @@
+"""``k8sddp submit SPEC_OR_MANIFEST...``: validated PyTorchJobs to a cluster, or run locally.
+
+Steps: read the inputs (rendering DDPJob specs), read from the cluster the ConfigMaps the jobs take
+env from and the input lacks (read-only), validate everything with the same code as
+``k8sddp validate`` (failing findings: exit 1, nothing submitted; no flag skips this), then create
+each PyTorchJob (``--dry-run=server``: the server's dry run with strict field validation;
+``--dry-run=client``: validation only), print the result kubectl-like, and with ``--wait`` follow
+the job to its end. ``--local`` runs the jobs on this machine instead (:mod:`k8sddp.local`).
+Exit codes (../shared/CONTRACT.md): 0, 1 refused, 2 usage, 3 cluster, 4 Failed, 5 timed out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..errors import UsageError, ValidationError
+from ._clusterflags import add_cluster_flags, parse_duration
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``submit`` subcommand."""
+    p = subparsers.add_parser(
+        "submit",
+        help="validate and submit PyTorchJobs to a cluster (or run them locally with --local)",
+        description=__doc__.split("\n\n")[1] if __doc__ else None,
+    )
+    p.add_argument("inputs", nargs="+", metavar="SPEC_OR_MANIFEST", help="DDPJob spec or rendered manifest; - for stdin")
+    p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (specs only)")
+    p.add_argument("--profile", choices=("baseline", "strict"), default="baseline", help="guardrail profile (default: baseline)")
+    add_cluster_flags(p)
+    p.add_argument("--dry-run", choices=("client", "server"), help="client: validate only; server: the API server's dry run")
+    p.add_argument("-o", "--output", choices=("name", "yaml", "json"), help="print the created objects like kubectl -o")
+    p.add_argument("--replace", action="store_true", help="delete a job of the same name, wait until it is gone, create again")
+    p.add_argument("--wait", action="store_true", help="follow the job until it Succeeded (0), Failed (4) or --timeout (5)")
+    p.add_argument("--timeout", type=parse_duration, help="bound on --wait (and on --local runs): 90, 90s, 10m, 1h")
+    local = p.add_argument_group("local run")
+    local.add_argument("--local", action="store_true", help="run the job on this machine as the operator would")
+    local.add_argument("--local-dir", default=None, help="where persistent volumes and logs of a local run go (default: ./.k8sddp-local/<job>)")
+    local.add_argument("--max-restarts", type=int, default=10, help="local runner's own cap on pod restarts (default 10)")
+    local.add_argument(
+        "--restart-backoff", type=float, default=None,
+        help="seconds before the first in-place restart under OnFailure/Always (kubelet: 10, doubling to 300)",
+    )
+    p.set_defaults(handler=run)
+
+
+def _print_findings(exc: ValidationError) -> None:
+    from ..findings import Report
+    from ..reporters import render
+
+    report = getattr(exc, "report", None) or Report(findings=list(exc.findings))
+    if report.findings:
+        sys.stderr.write(render(report, "text", tool="validate"))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handle ``k8sddp submit``; returns the exit code.
+
+    Raises:
+        UsageError, SpecError, ValidationError, ClusterError, JobFailedError, WaitTimeoutError.
+    """
+    from ..submission import load_inputs
+
+    if args.inputs.count("-") > 1:
+        raise UsageError("standard input (-) can be given once")
+    try:
+        sub = load_inputs(args.inputs, sets=args.set, profile=args.profile)
+        if args.local:
+            return _run_local(args, sub)
+        return _run_cluster(args, sub)
+    except ValidationError as exc:
+        _print_findings(exc)
+        raise
+
+
+def _check_namespaces(jobs: list[dict[str, Any]], namespace: str | None) -> None:
+    for job in jobs:
+        own = (job.get("metadata") or {}).get("namespace")
+        if namespace and own and own != namespace:
+            name = job["metadata"].get("name", "?")
+            raise UsageError(
+                f'job "{name}" says namespace "{own}" but -n says "{namespace}"; drop one of them'
+            )
+
+
+def _run_local(args: argparse.Namespace, sub: Any) -> int:
+    from ..submission import validate_submission
+
+    if args.dry_run == "server" or args.replace or args.output:
+        raise UsageError("--local runs on this machine: --dry-run=server, --replace and -o do not apply")
+    if args.max_restarts < 0:
+        raise UsageError("--max-restarts must be >= 0")
+    validate_submission(sub, profile=args.profile, namespace=args.namespace or "default")
+    if args.dry_run == "client":
+        from ..cluster.output import format_objects
+
+        sys.stdout.write(format_objects(sub.jobs, None, dry_run="client"))
+        return 0
+    from ..local.runner import LocalOptions, run_jobs
+
+    options = LocalOptions(
+        local_dir=args.local_dir,
+        max_restarts=args.max_restarts,
+        timeout=args.timeout,
+        restart_backoff=args.restart_backoff,
+    )
+    return run_jobs(sub.jobs, configmaps=sub.configmaps, options=options)
+
+
+def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
+    from ..cluster.output import format_objects
+    from ..configrefs import missing_configmaps
+    from ..submission import validate_submission
+    from ._clusterflags import connect
+
+    _check_namespaces(sub.jobs, args.namespace)
+    if args.dry_run == "client" and (args.replace or args.wait):
+        raise UsageError("--dry-run=client only validates: --replace and --wait do not apply")
+    if args.dry_run == "server" and args.wait:
+        raise UsageError("--dry-run=server creates nothing to wait for")
+
+    cluster = None
+    extra: list[dict[str, Any]] = []
+    namespace = args.namespace
+    needs_cluster = args.dry_run != "client"
+    if needs_cluster or missing_configmaps(sub.jobs + sub.configmaps, namespace=namespace or "default"):
+        try:
+            cluster = connect(args)
+            namespace = cluster.namespace
+        except UsageError:
+            if needs_cluster:
+                raise
+            sys.stderr.write("note: no cluster configured; ConfigMaps missing from the input stay unresolved\n")
+    namespace = namespace or "default"
+    if cluster is not None:
+        for ns, name in missing_configmaps(sub.jobs + sub.configmaps, namespace=namespace):
+            cm = cluster.with_namespace(ns).read_configmap(name)
+            if cm is None:
+                sys.stderr.write(f'note: ConfigMap "{name}" is neither in the input nor in namespace "{ns}"\n')
+            else:
+                extra.append(cm)
+    validate_submission(sub, profile=args.profile, namespace=namespace, extra_configmaps=extra)
+
+    if args.dry_run == "client" or cluster is None:
+        sys.stdout.write(format_objects(sub.jobs, args.output, dry_run="client"))
+        return 0
+    results = []
+    for job in sub.jobs:
+        if args.replace:
+            results.append(cluster.replace_job(job, timeout=args.timeout or 120.0))
+        else:
+            results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
+    verb = "replaced" if args.replace else "created"
+    sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
+    sys.stdout.flush()
+    if sub.configmaps or sub.other:
+        skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
+        sys.stderr.write(
+            "note: submit creates PyTorchJobs only; also in the input (used for validation, not created): "
+            + ", ".join(skipped) + "\n"
+        )
+    if not args.wait:
+        return 0
+    return _wait_all(args, cluster, results)
+
+
+def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, Any]]) -> int:
+    import time
+
+    from ..cluster.wait import wait_for_job
+    from ..jobstatus import Progress
+
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+    progress = Progress(sys.stderr)
+    for obj in results:
+        meta = obj["metadata"]
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        wait_for_job(cluster.with_namespace(meta.get("namespace") or cluster.namespace), meta["name"],
+                     timeout=left, progress=progress)
+    return 0

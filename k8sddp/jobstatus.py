@@ -1,0 +1,177 @@
+"""Reading and showing a PyTorchJob's status, for cluster jobs and local runs alike.
+
+A PyTorchJob's ``status`` (kubeflow.org/v1 JobStatus; ../shared/reference/kubeflow CRD) holds
+``conditions`` (``type`` Created, Running, Restarting, Succeeded, Suspended, Failed, each with
+``status`` "True"/"False", ``reason``, ``message``, ``lastTransitionTime``), ``replicaStatuses``
+(``{"Master": {"active": 1, "succeeded": 0, "failed": 0}, ...}``), ``startTime`` and
+``completionTime``. The job's state is its last condition whose status is "True" (the operator
+appends conditions and sets the previous Running to False on Restarting/Succeeded/Failed).
+
+:class:`Progress` prints the state: a live, redrawn line when the stream is a terminal, plain lines
+(one per change) otherwise, so logs and CI output stay readable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import Any, TextIO
+
+__all__ = ["FINAL_TYPES", "JobState", "Progress", "job_state", "pods_summary"]
+
+#: Conditions after which nothing changes any more.
+FINAL_TYPES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclasses.dataclass(frozen=True)
+class JobState:
+    """A job's current state.
+
+    Attributes:
+        name: job name.
+        condition: type of the last true condition (``Created``, ``Running``, ..., or ``Pending``
+            when there is none yet).
+        reason: that condition's reason (``PyTorchJobSucceeded``).
+        message: that condition's message.
+        replicas: ``{"Master": {"active": 1, "succeeded": 0, "failed": 0}, ...}``.
+    """
+
+    name: str
+    condition: str
+    reason: str
+    message: str
+    replicas: dict[str, dict[str, int]]
+
+    @property
+    def final(self) -> bool:
+        """True once Succeeded or Failed."""
+        return self.condition in FINAL_TYPES
+
+    def replicas_text(self) -> str:
+        """``Master 1 active; Worker 1 active, 1 failed`` (zero counts left out)."""
+        parts = []
+        for rtype in sorted(self.replicas, key=lambda r: (r != "Master", r)):
+            counts = self.replicas[rtype]
+            bits = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
+            parts.append(f"{rtype} {', '.join(bits) or '0 active'}")
+        return "; ".join(parts)
+
+    def line(self) -> str:
+        """One line: ``demo: Running (PyTorchJobRunning) | Master 1 active; Worker 1 active``."""
+        reason = f" ({self.reason})" if self.reason else ""
+        reps = self.replicas_text()
+        return f"{self.name}: {self.condition}{reason}" + (f" | {reps}" if reps else "")
+
+
+def job_state(obj: dict[str, Any]) -> JobState:
+    """The :class:`JobState` of a PyTorchJob object (as the API returns it)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    status = obj.get("status") or {}
+    current: dict[str, Any] = {}
+    for cond in status.get("conditions") or []:
+        if str(cond.get("status")) == "True":
+            current = cond
+    replicas: dict[str, dict[str, int]] = {}
+    for rtype, counts in (status.get("replicaStatuses") or {}).items():
+        replicas[rtype] = {k: int(counts.get(k) or 0) for k in ("active", "succeeded", "failed")}
+    return JobState(
+        name=name,
+        condition=str(current.get("type") or "Pending"),
+        reason=str(current.get("reason") or ""),
+        message=str(current.get("message") or ""),
+        replicas=replicas,
+    )
+
+
+def pods_summary(pods: list[dict[str, Any]], container: str = "pytorch") -> list[str]:
+    """One line per pod: ``demo-worker-0  Running  restarts=1  last exit 137 (Error)``."""
+    lines = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        st = pod.get("status") or {}
+        text = f"{meta.get('name', '?')}  {st.get('phase', 'Unknown')}"
+        for cs in st.get("containerStatuses") or []:
+            if cs.get("name") != container:
+                continue
+            text += f"  restarts={cs.get('restartCount', 0)}"
+            state = cs.get("state") or {}
+            if state.get("waiting"):
+                text += f"  waiting: {state['waiting'].get('reason', '')}"
+            if state.get("terminated"):
+                term = state["terminated"]
+                text += f"  exited {term.get('exitCode')} ({term.get('reason', '')})"
+            last = (cs.get("lastState") or {}).get("terminated")
+            if last:
+                text += f"  last exit {last.get('exitCode')} ({last.get('reason', '')})"
+        lines.append(text)
+    return lines
+
+
+class Progress:
+    """Shows a job's progress on ``stream`` (stderr by default).
+
+    On a terminal: one line redrawn in place (``\\r`` + clear) with the elapsed time. Elsewhere:
+    a plain line each time the state or the pods change, nothing in between.
+
+    Args:
+        stream: where to write.
+        tty: force terminal mode on or off (default: ``stream.isatty()``).
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self._start = time.monotonic()
+        self._last_line = ""
+        self._last_pods: list[str] = []
+        self._live = False
+        self._drawn = 0.0
+
+    def clear_live(self) -> None:
+        """Erase the live line (before another writer prints to the same terminal)."""
+        self._clear()
+
+    def _clear(self) -> None:
+        if self._live:
+            self.stream.write("\r\x1b[2K")
+            self._live = False
+
+    def event(self, text: str) -> None:
+        """Print a permanent line (a condition change, a restart)."""
+        self._clear()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def update(self, state: JobState, pods: list[str] | None = None) -> None:
+        """Show ``state`` (and the pod lines, when they changed)."""
+        line = state.line()
+        changed = line != self._last_line
+        if pods is not None and pods != self._last_pods:
+            self._last_pods = list(pods)
+            self._clear()
+            for p in pods:
+                self.stream.write(f"  {p}\n")
+            changed = True
+        if self.tty:
+            now = time.monotonic()
+            if not changed and self._live and now - self._drawn < 1.0:
+                return  # the clock only needs a redraw once a second
+            self._drawn = now
+            elapsed = int(now - self._start)
+            self._clear()
+            self.stream.write(f"{line}  [{elapsed // 60:02d}:{elapsed % 60:02d}]")
+            self._live = True
+            self.stream.flush()
+        elif changed:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+        self._last_line = line
+
+    def finish(self, state: JobState) -> None:
+        """End the live line and print the final condition with its reason and message."""
+        self._clear()
+        reason = f" ({state.reason})" if state.reason else ""
+        msg = f": {state.message}" if state.message else ""
+        self.stream.write(f"{state.name}: {state.condition}{reason}{msg}\n")
+        self.stream.flush()

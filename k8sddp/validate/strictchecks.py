@@ -1,0 +1,131 @@
+"""Strict-profile checks JSON Schema cannot express: paths on a persistent volume (KDP304,
+KDP305), a memory-backed ``/dev/shm`` (KDP307), and consistent process counts (KDP309)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .. import guardvars as gv
+from .envresolve import EnvValue
+from .jobparts import MAPPING as _MAPPING
+from .jobparts import as_list as _list
+from .jobparts import get as _get
+from .jobparts import replicas as _replicas
+from .rawfinding import RawFinding
+
+__all__ = ["check_sizes", "check_volumes"]
+
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+#: Volume kinds that outlive the pod.
+PERSISTENT_VOLUME_KINDS = ("persistentVolumeClaim", "nfs")
+_NPROC_FLAG = re.compile(r"^--nproc[-_]per[-_]node(?:=(.*))?$")
+
+
+def _pod_volume(pod: Mapping[str, Any], name: Any) -> Mapping[str, Any] | None:
+    for vol in _list(pod.get("volumes")):
+        if isinstance(vol, _MAPPING) and vol.get("name") == name:
+            return vol
+    return None
+
+
+def check_volumes(
+    job: Mapping[str, Any],
+    envs: dict[str, dict[str, EnvValue]],
+    container_index: dict[str, int],
+    seen: set[tuple[str, str]],
+) -> list[RawFinding]:
+    """KDP304/KDP305 (paths on a persistent volume) and KDP307 (memory-backed /dev/shm)."""
+    findings = []
+    for rtype, replica in _replicas(job):
+        if rtype not in container_index:
+            continue
+        pod = _get(replica, "template", "spec") or {}
+        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
+        container = _get(job, *base) or {}
+        mounts = [m for m in _list(container.get("volumeMounts")) if isinstance(m, _MAPPING)]
+        for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
+            value = envs[rtype].get(var)
+            if (rule_id, rtype) in seen or value is None or not value.value:
+                continue
+            persistent = False
+            # Normalised, so that "/ckpt/../tmp/x" is not taken for a path on the /ckpt volume.
+            target = posixpath.normpath(value.value)
+            for m in mounts:
+                mount_path = posixpath.normpath(str(m.get("mountPath", ""))) if m.get("mountPath") else ""
+                if mount_path and (target == mount_path or target.startswith(mount_path.rstrip("/") + "/")):
+                    vol = _pod_volume(pod, m.get("name"))
+                    persistent = bool(vol) and any(k in vol for k in PERSISTENT_VOLUME_KINDS)  # type: ignore[operator]
+                    if persistent:
+                        break
+            if not persistent:
+                findings.append(
+                    RawFinding(
+                        rule_id,
+                        (*base, "env"),
+                        f"replica {rtype}, container pytorch: {var}={value.value!r} is not on a persistent volume "
+                        f"(no volumeMount of a persistentVolumeClaim or nfs volume contains it); it would die with the pod",
+                    )
+                )
+        if ("KDP307", rtype) not in seen:
+            shm = [m for m in mounts if m.get("mountPath") and posixpath.normpath(str(m["mountPath"])) == "/dev/shm"]
+            vol = _pod_volume(pod, shm[0].get("name")) if shm else None
+            medium = _get(vol, "emptyDir", "medium") if vol else None
+            if shm and medium != "Memory":
+                findings.append(
+                    RawFinding(
+                        "KDP307",
+                        (*base, "volumeMounts"),
+                        f"replica {rtype}, container pytorch: /dev/shm is mounted from volume {shm[0].get('name')!r}, "
+                        "which is not an emptyDir with medium: Memory",
+                    )
+                )
+    return findings
+
+
+def _nproc_from_args(container: Mapping[str, Any]) -> str | None:
+    argv = [str(a) for a in _list(container.get("command")) + _list(container.get("args"))]
+    for i, arg in enumerate(argv):
+        for token in arg.split():
+            m = _NPROC_FLAG.match(token)
+            if m:
+                if m.group(1) is not None:
+                    return m.group(1)
+                rest = arg.split()
+                j = rest.index(token)
+                if j + 1 < len(rest):
+                    return rest[j + 1]
+                if i + 1 < len(argv):
+                    return argv[i + 1].split()[0] if argv[i + 1].split() else None
+    return None
+
+
+def check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> list[RawFinding]:
+    """KDP309: nprocPerNode, --nproc-per-node and the GPU limit agree."""
+    findings = []
+    nproc = _get(job, "spec", "nprocPerNode") or _get(job, "spec", "elasticPolicy", "nProcPerNode")
+    declared = str(nproc) if nproc is not None else None
+    for rtype, _replica in _replicas(job):
+        if rtype not in container_index:
+            continue
+        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
+        container = _get(job, *base) or {}
+        limits = _get(container, "resources", "limits") or {}
+        gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, _MAPPING) and k in limits), None)
+        flag = _nproc_from_args(container)
+        facts = {"nprocPerNode": declared, "--nproc-per-node": flag, "GPU limit": gpus}
+        numeric = {k: v for k, v in facts.items() if v is not None and v.isdigit() and not (k == "GPU limit" and v == "0")}
+        if declared == "gpu" and gpus is None:
+            findings.append(RawFinding("KDP309", base, f"replica {rtype}: nprocPerNode is \"gpu\" but the pytorch container has no GPU limit"))
+        if len(set(numeric.values())) > 1:
+            said = ", ".join(f"{k} {v}" for k, v in numeric.items())
+            findings.append(
+                RawFinding(
+                    "KDP309",
+                    (*base, "resources") if "resources" in container else base,
+                    f"replica {rtype}: process counts disagree ({said}); they must be equal, one process per GPU",
+                )
+            )
+    return findings

@@ -1,0 +1,442 @@
+"""The request handler of :mod:`tests.cluster.fakeapi`: routes, the API server's answers, watch and
+log streams (chunked), fault injection. Split from the server's state for size only."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import socket
+import struct
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.cluster.fakeapi import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    FakeApiServer,
+    Fault,
+    _Reset,
+    now_iso,
+    status_obj,
+    unknown_fields,
+)
+
+
+def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+        def handle_one_request(self) -> None:
+            try:
+                super().handle_one_request()
+            except _Reset:
+                self._rst()
+            except (ConnectionError, BrokenPipeError, ValueError, OSError):
+                self.close_connection = True
+
+        def _rst(self) -> None:
+            self.close_connection = True
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
+            except OSError:
+                pass
+
+        # -- plumbing ------------------------------------------------------------------------
+        def _send_json(self, code: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _fail(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None,
+                  headers: dict[str, str] | None = None) -> None:
+            self._send_json(code, status_obj(code, reason, message, details), headers)
+
+        def _read_body(self) -> bytes:
+            length = int(self.headers.get("Content-Length") or 0)
+            return self.rfile.read(length) if length else b""
+
+        def _dispatch(self, method: str) -> None:
+            parts = urlsplit(self.path)
+            query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+            body = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
+            server.requests.append({"method": method, "path": parts.path, "query": query,
+                                    "body": body.decode("utf-8", "replace")})
+            fault = server.take_fault(method, parts.path)
+            if fault and fault.action == "reset_before":
+                raise _Reset()
+            if fault and fault.action == "status":
+                headers = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else None
+                reason = {429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+                          504: "Timeout"}.get(fault.status, "InternalError")
+                self._fail(fault.status, reason, f"injected {fault.status}", headers=headers)
+                return
+            if self.headers.get("Authorization") != f"Bearer {server.token}":
+                self._fail(401, "Unauthorized", "Unauthorized")
+                return
+            route(self, method, parts.path, query, body, fault)
+
+        def do_GET(self) -> None:
+            self._dispatch("GET")
+
+        def do_POST(self) -> None:
+            self._dispatch("POST")
+
+        def do_DELETE(self) -> None:
+            self._dispatch("DELETE")
+
+    def forbidden(h: BaseHTTPRequestHandler, verb: str, resource: str, group: str, ns: str, name: str) -> bool:
+        if (verb, resource, ns) not in server.forbidden:
+            return False
+        full = f"{resource}.{group}" if group else resource
+        target = f'{full} "{name}"' if name else full
+        api_group = f'in API group "{group}"'
+        msg = (f'{target} is forbidden: User "fake-user" cannot {verb} resource "{resource}" '
+               f'{api_group} in the namespace "{ns}"')
+        h._fail(403, "Forbidden", msg, {"name": name, "group": group, "kind": resource} if name
+                else {"group": group, "kind": resource})
+        return True
+
+    def route(h: Any, method: str, path: str, query: dict[str, str], body: bytes, fault: Fault | None) -> None:
+        if path == "/api":
+            h._send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
+            return
+        if path == "/apis":
+            groups = []
+            if server.crd_installed:
+                groups.append({"name": GROUP, "versions": [{"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}],
+                               "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}})
+            h._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+            return
+        if path == f"/apis/{GROUP}/{VERSION}":
+            if not server.crd_installed:
+                h._fail(404, "NotFound", "the server could not find the requested resource")
+                return
+            h._send_json(200, {
+                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
+                "resources": [
+                    {"name": PLURAL, "singularName": "pytorchjob", "namespaced": True, "kind": "PyTorchJob",
+                     "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]},
+                    {"name": f"{PLURAL}/status", "singularName": "", "namespaced": True, "kind": "PyTorchJob",
+                     "verbs": ["get", "patch", "update"]},
+                ]})
+            return
+        m = re.fullmatch(rf"/apis/{GROUP}/{VERSION}/namespaces/([^/]+)/{PLURAL}(?:/([^/]+))?", path)
+        if m:
+            if not server.crd_installed:
+                h._fail(404, "NotFound", "the server could not find the requested resource")
+                return
+            jobs_route(h, method, m.group(1), m.group(2) or "", query, body, fault)
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
+        if m and method == "GET":
+            ns, name = m.groups()
+            if forbidden(h, "get", "configmaps", "", ns, name):
+                return
+            with server._lock:
+                cm = server._configmaps.get((ns, name))
+            if cm is None:
+                h._fail(404, "NotFound", f'configmaps "{name}" not found', {"name": name, "kind": "configmaps"})
+            else:
+                h._send_json(200, cm)
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", path)
+        if m and method == "GET":
+            ns = m.group(1)
+            if forbidden(h, "list", "pods", "", ns, ""):
+                return
+            sel = _parse_selector(query.get("labelSelector", ""))
+            with server._lock:
+                items = [copy.deepcopy(p) for (pns, _), p in sorted(server._pods.items())
+                         if pns == ns and _matches(p["metadata"].get("labels", {}), sel)]
+            h._send_json(200, {"kind": "PodList", "apiVersion": "v1",
+                               "metadata": {"resourceVersion": str(server._rv)}, "items": items})
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
+        if m and method == "GET":
+            logs_route(h, m.group(1), m.group(2), query)
+            return
+        h._fail(404, "NotFound", "the server could not find the requested resource")
+
+    def jobs_route(h: Any, method: str, ns: str, name: str, query: dict[str, str], body: bytes,
+                   fault: Fault | None) -> None:
+        watch = query.get("watch") in ("true", "1")
+        verb = {"POST": "create", "DELETE": "delete"}.get(method) or ("get" if name else ("watch" if watch else "list"))
+        if forbidden(h, verb, PLURAL, GROUP, ns, name):
+            return
+        if method == "POST" and not name:
+            create(h, ns, query, body, fault)
+        elif method == "GET" and name:
+            with server._lock:
+                obj = server._jobs.get((ns, name))
+            if obj is None:
+                h._fail(404, "NotFound", f'{PLURAL}.{GROUP} "{name}" not found',
+                        {"name": name, "group": GROUP, "kind": PLURAL})
+            else:
+                h._send_json(200, copy.deepcopy(obj))
+        elif method == "GET" and watch:
+            watch_jobs(h, ns, query)
+        elif method == "GET":
+            with server._lock:
+                items = [copy.deepcopy(o) for o in _select_jobs(ns, query)]
+                rv = server._rv
+            h._send_json(200, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJobList",
+                               "metadata": {"resourceVersion": str(rv)}, "items": items})
+        elif method == "DELETE" and name:
+            delete(h, ns, name, query)
+        else:
+            h._fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
+
+    def _select_jobs(ns: str, query: dict[str, str]) -> list[dict[str, Any]]:
+        fsel = query.get("fieldSelector", "")
+        want_name = fsel.split("=", 1)[1] if fsel.startswith("metadata.name=") else None
+        sel = _parse_selector(query.get("labelSelector", ""))
+        return [o for (jns, jname), o in sorted(server._jobs.items())
+                if jns == ns and want_name in (None, jname) and _matches(o["metadata"].get("labels", {}), sel)]
+
+    def create(h: Any, ns: str, query: dict[str, str], body: bytes, fault: Fault | None) -> None:
+        dry = query.get("dryRun")
+        if dry is not None and dry != "All":
+            h._fail(400, "BadRequest", f'Invalid dry run value: "{dry}"')
+            return
+        try:
+            obj = json.loads(body)
+        except ValueError as exc:
+            h._fail(400, "BadRequest", f"the body of the request was in an unknown format: {exc}")
+            return
+        if not isinstance(obj, dict):
+            h._fail(400, "BadRequest", "the body of the request must be an object")
+            return
+        kind = obj.get("kind", "")
+        if obj.get("apiVersion") != f"{GROUP}/{VERSION}" or kind != "PyTorchJob":
+            h._fail(400, "BadRequest", f'the API version in the data ({obj.get("apiVersion")}) does not match '
+                    f"the expected API version ({GROUP}/{VERSION})")
+            return
+        meta = obj.setdefault("metadata", {})
+        if meta.get("namespace") and meta["namespace"] != ns:
+            h._fail(400, "BadRequest", "the namespace of the provided object does not match the namespace sent on the request")
+            return
+        meta["namespace"] = ns
+        if query.get("fieldValidation") == "Strict":
+            schema = server.schema()
+            if schema is not None:
+                unknown = unknown_fields(obj, schema)
+                if unknown:
+                    msg = ", ".join(f'unknown field "{u}"' for u in unknown)
+                    h._fail(400, "BadRequest", f'PyTorchJob in version "{VERSION}" cannot be handled as a '
+                            f"PyTorchJob: strict decoding error: {msg}")
+                    return
+        if not meta.get("name"):
+            if meta.get("generateName"):
+                meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+            else:
+                h._fail(422, "Invalid", 'PyTorchJob.kubeflow.org "" is invalid: metadata.name: Required value: '
+                        "name or generateName is required",
+                        {"group": GROUP, "kind": "PyTorchJob", "causes": [
+                            {"reason": "FieldValueRequired", "message": "Required value: name or generateName is required",
+                             "field": "metadata.name"}]})
+                return
+        name = meta["name"]
+        with server._lock:
+            exists = (ns, name) in server._jobs
+        if exists:
+            h._fail(409, "AlreadyExists", f'{PLURAL}.{GROUP} "{name}" already exists',
+                    {"name": name, "group": GROUP, "kind": PLURAL})
+            return
+        if server.admission is not None:
+            causes = server.admission(obj)
+            if causes:
+                text = ", ".join(f"{f}: {m}" for f, m in causes)
+                h._fail(422, "Invalid", f'PyTorchJob.{GROUP} "{name}" is invalid: {text}',
+                        {"name": name, "group": GROUP, "kind": "PyTorchJob",
+                         "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
+                return
+        if dry == "All":
+            out = copy.deepcopy(obj)
+            out.pop("status", None)
+            out["metadata"].update({"uid": str(uuid.uuid4()), "creationTimestamp": now_iso(), "generation": 1})
+            h._send_json(201, out)
+            return
+        with server._lock:
+            if (ns, name) in server._jobs:  # lost a race with another request
+                h._fail(409, "AlreadyExists", f'{PLURAL}.{GROUP} "{name}" already exists',
+                        {"name": name, "group": GROUP, "kind": PLURAL})
+                return
+            stored = server._store_new(obj)
+        if fault and fault.action == "reset_after":
+            raise _Reset()
+        if fault and fault.action == "status_after":
+            h._fail(fault.status, "Timeout", "the server was unable to return a response in the time allotted")
+            return
+        h._send_json(201, stored)
+
+    def delete(h: Any, ns: str, name: str, query: dict[str, str]) -> None:
+        with server._lock:
+            obj = server._jobs.get((ns, name))
+            if obj is None:
+                h._fail(404, "NotFound", f'{PLURAL}.{GROUP} "{name}" not found',
+                        {"name": name, "group": GROUP, "kind": PLURAL})
+                return
+            if server.delete_delay > 0:
+                if not obj["metadata"].get("deletionTimestamp"):
+                    obj["metadata"]["deletionTimestamp"] = now_iso()
+                    if query.get("propagationPolicy") == "Foreground":
+                        obj["metadata"]["finalizers"] = ["foregroundDeletion"]
+                    obj["metadata"]["resourceVersion"] = str(server._next_rv())
+                    server._emit("MODIFIED", obj)
+                    timer = threading.Timer(server.delete_delay, _finish_delete, args=(ns, name))
+                    timer.daemon = True
+                    timer.start()
+                out = copy.deepcopy(obj)
+            else:
+                out = _remove(ns, name)
+        h._send_json(200, out)
+
+    def _remove(ns: str, name: str) -> dict[str, Any]:
+        obj = server._jobs.pop((ns, name))
+        obj["metadata"]["resourceVersion"] = str(server._next_rv())
+        server._emit("DELETED", obj)
+        return copy.deepcopy(obj)
+
+    def _finish_delete(ns: str, name: str) -> None:
+        with server._lock:
+            if (ns, name) in server._jobs:
+                _remove(ns, name)
+
+    def watch_jobs(h: Any, ns: str, query: dict[str, str]) -> None:
+        rv_text = query.get("resourceVersion", "")
+        timeout = min(float(query.get("timeoutSeconds") or server.watch_timeout_cap), server.watch_timeout_cap)
+        deadline = time.monotonic() + timeout
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+
+        def chunk(obj: dict[str, Any]) -> None:
+            data = (json.dumps(obj) + "\n").encode()
+            h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            h.wfile.flush()
+
+        fsel = query.get("fieldSelector", "")
+        want = fsel.split("=", 1)[1] if fsel.startswith("metadata.name=") else None
+        with server._lock:
+            if rv_text in ("", "0"):
+                pending = [("ADDED", copy.deepcopy(o)) for o in _select_jobs(ns, query)]
+                cursor = server._rv
+            else:
+                cursor = int(rv_text)
+                if cursor < server._compacted_rv:
+                    pending = [("ERROR", status_obj(410, "Expired", f"too old resource version: {cursor} "
+                                                    f"({server._compacted_rv})"))]
+                    cursor = -1
+                else:
+                    pending = []
+        try:
+            while True:
+                for kind, obj in pending:
+                    chunk({"type": kind, "object": obj})
+                if cursor < 0:
+                    break
+                with server._lock:
+                    while True:
+                        fresh = [(rv, k, o) for rv, k, o in server._events if rv > cursor
+                                 and o["metadata"].get("namespace") == ns
+                                 and want in (None, o["metadata"]["name"])]
+                        if fresh or server._stopping or time.monotonic() >= deadline:
+                            break
+                        server._lock.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+                    if fresh:
+                        cursor = fresh[-1][0]
+                    elif server._events:
+                        cursor = max(cursor, server._events[-1][0])
+                pending = [(k, o) for _, k, o in fresh]
+                if not pending and (server._stopping or time.monotonic() >= deadline):
+                    break
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionError, OSError):
+            h.close_connection = True
+
+    def logs_route(h: Any, ns: str, name: str, query: dict[str, str]) -> None:
+        if forbidden(h, "get", "pods/log", "", ns, name):
+            return
+        with server._lock:
+            pod = server._pods.get((ns, name))
+        if pod is None:
+            h._fail(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            return
+        names = [c["name"] for c in pod["spec"]["containers"]]
+        container = query.get("container") or names[0]
+        if container not in names:
+            h._fail(400, "BadRequest", f"container {container} is not valid for pod {name}")
+            return
+        follow = query.get("follow") in ("true", "1")
+        tail = int(query["tailLines"]) if query.get("tailLines") else None
+        with server._lock:
+            lines = list(server._logs[(ns, name)])
+        if tail is not None:
+            lines = lines[-tail:] if tail else []
+        if not follow:
+            data = "".join(line + "\n" for line in lines).encode()
+            h.send_response(200)
+            h.send_header("Content-Type", "text/plain")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+            return
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        sent = len(server._logs[(ns, name)]) - len(lines)
+        try:
+            while True:
+                with server._lock:
+                    all_lines = server._logs[(ns, name)]
+                    new = all_lines[sent:]
+                    sent = len(all_lines)
+                    done = (ns, name) in server._log_done
+                    if not new and not done and not server._stopping:
+                        server._lock.wait(0.5)
+                        continue
+                for line in new:
+                    data = (line + "\n").encode()
+                    h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                h.wfile.flush()
+                if done or server._stopping:
+                    with server._lock:
+                        if len(server._logs[(ns, name)]) > sent:
+                            continue
+                    break
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionError, OSError):
+            h.close_connection = True
+
+    return Handler
+
+
+def _parse_selector(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, _, value = part.partition("=")
+        out[key.strip()] = value.lstrip("=").strip()
+    return out
+
+
+def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
