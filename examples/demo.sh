@@ -39,11 +39,11 @@ fi
 echo "== the guarded job passes, the unguarded one is refused (exit $rc)"
 
 if [ "${K8SDDP_DEMO_LOCAL:-1}" != 0 ] && $k8sddp launch --help >/dev/null 2>&1; then
-  if ! .venv/bin/python -c "import torch, numpy" 2>/dev/null; then
-    echo "== installing torch into .venv for the local run (once)"
-    .venv/bin/python -m pip install -q "torch==2.13.0" numpy || true
+  if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+    echo "== installing the train extra (torch 2.13.0, CPU) into .venv for the local run (once)"
+    .venv/bin/python -m pip install -q "torch==2.13.0" -e ".[train]" || true
   fi
-  if .venv/bin/python -c "import torch, numpy" 2>/dev/null; then
+  if .venv/bin/python -c "import torch" 2>/dev/null; then
     echo "== k8sddp submit --local examples/ddpjob.yaml  (2 pods x 1 process, CPU/gloo; logs and checkpoints in $out/local)"
     $k8sddp submit --local --local-dir "$out/local" --timeout 15m \
       --set spec.nodes=2 --set spec.procsPerNode=1 examples/ddpjob.yaml
