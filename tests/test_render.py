@@ -187,3 +187,22 @@ def test_cli_render_errors_have_exit_codes(cli, tmp_path):
 
 def test_rendered_job_validates_from_objects_too():
     assert validate_objects([_render()], profile="strict").failing() == []
+
+
+def test_set_string_keeps_the_value_a_string(cli):
+    res = cli("render", EXAMPLE, "--set-string", "spec.torchVersion=2.10", "-o", "json")
+    assert res.code == 0
+    env = {e["name"]: e["value"] for e in json.loads(res.out)["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "3"  # 2.10 >= 2.2 (a float would have read 2.1)
+
+
+def test_user_may_choose_the_other_safe_async_mode():
+    job = _render('spec.env=[{"name": "TORCH_NCCL_ASYNC_ERROR_HANDLING", "value": "1"}]')
+    names = [e["name"] for e in _container(job, "Master")["env"]]
+    assert names.count("TORCH_NCCL_ASYNC_ERROR_HANDLING") == 1
+    assert _env(job)["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+
+
+def test_nodes_and_elastic_together_get_a_plain_message():
+    with pytest.raises(SpecError, match="either spec.nodes"):
+        load_spec(EXAMPLE, sets=['spec.elastic={"minNodes": 1, "maxNodes": 2}'])

@@ -19,6 +19,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("spec", metavar="SPEC", help="DDPJob spec file, or - for stdin")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (repeatable), e.g. spec.nodes=4")
+    p.add_argument("--set-string", dest="set_strings", action="append", default=[], metavar="PATH=VALUE", help="like --set, but VALUE is always a string (spec.torchVersion=2.10)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format (default yaml)")
     p.add_argument("--out", metavar="FILE", help="write to FILE atomically instead of stdout")
     p.set_defaults(handler=run)
@@ -30,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import SpecError, UsageError
     from ..render import load_spec, render_spec, to_yaml
 
-    spec = load_spec(args.spec, sets=args.sets)
+    spec = load_spec(args.spec, sets=args.sets, set_strings=args.set_strings)
     try:
         result = render_spec(spec)
     except SpecError as exc:

@@ -57,4 +57,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(render_failed(str(exc), tool="validate"))
         raise
     sys.stdout.write(REPORTERS[args.fmt](report, tool="validate"))
+    if report.documents == 0 and not report.findings:
+        # Exit 0 per the contract (nothing to report), but a mistyped folder or an empty pipe
+        # (`render ... | validate -` after render failed) must not pass unnoticed.
+        print("k8sddp validate: warning: no Kubernetes documents in the input", file=sys.stderr)
     return report.exit_code(Severity(args.fail_on))

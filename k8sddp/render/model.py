@@ -68,6 +68,9 @@ def _user_env(entries: list[dict[str, Any]], mandatory: dict[str, str]) -> list[
             expected = mandatory.get(name)
             if "value" in entry and expected is not None and entry["value"] == expected:
                 continue  # the same value render sets: harmless
+            if name in (gv.ASYNC_ERROR_HANDLING, gv.LEGACY_ASYNC_ERROR_HANDLING) and expected is not None and entry.get("value") in gv.ASYNC_ERROR_HANDLING_ACCEPTED:
+                mandatory[name] = entry["value"]  # 1 is safe too (KDP201): the user's choice wins
+                continue
             if name in gv.SAFETY_NETS and "value" in entry and entry["value"].strip().strip("0"):
                 out.append(entry)
                 continue
@@ -115,8 +118,9 @@ def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
     except ValueError as exc:
         raise SpecError(str(exc), path="spec.torchVersion") from exc
     guard.append((SEED_VAR, str(spec.get("seed", d["seed"]))))
-    env = [{"name": n, "value": v} for n, v in guard]
-    env += _user_env(spec.get("env", []), dict(guard))
+    chosen = dict(guard)
+    user_env = _user_env(spec.get("env", []), chosen)
+    env = [{"name": n, "value": chosen[n]} for n, _ in guard] + user_env
 
     resources: dict[str, dict[str, Any]] = {}
     for key in ("cpu", "memory"):

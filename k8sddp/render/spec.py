@@ -37,12 +37,13 @@ def _read(source: str) -> tuple[str, str]:
         raise SpecError(f"not UTF-8 text: {exc}", file=source) from exc
 
 
-def load_spec(source: str, *, sets: Iterable[str] = ()) -> dict[str, Any]:
+def load_spec(source: str, *, sets: Iterable[str] = (), set_strings: Iterable[str] = ()) -> dict[str, Any]:
     """Read the spec at ``source`` (a path, or ``-`` for stdin), apply ``sets`` and check it.
 
     Args:
         source: file path or ``-``.
         sets: ``PATH=VALUE`` overrides (``spec.nodes=4``; the value is read as a YAML scalar).
+        set_strings: ``PATH=VALUE`` overrides whose value is always a string (``spec.torchVersion=2.10``).
 
     Returns:
         The spec as a dict (defaults are applied later, by the model).
@@ -59,7 +60,7 @@ def load_spec(source: str, *, sets: Iterable[str] = ()) -> dict[str, Any]:
     docs = [d for d in docs if d.data is not None]
     if len(docs) != 1:
         raise SpecError(f"expected exactly one YAML document, found {len(docs)}", file=name)
-    spec = apply_sets(docs[0].data, sets)
+    spec = apply_sets(apply_sets(docs[0].data, sets), set_strings, as_string=True)
     check_spec(spec, file=name, locator=Locator(text), doc_index=docs[0].index)
     return spec
 
@@ -77,8 +78,9 @@ def _parse_path(path: str) -> list[str | int]:
     return parts
 
 
-def apply_sets(spec: Any, sets: Iterable[str]) -> Any:
-    """Return a copy of ``spec`` with each ``PATH=VALUE`` applied (missing maps are created).
+def apply_sets(spec: Any, sets: Iterable[str], *, as_string: bool = False) -> Any:
+    """Return a copy of ``spec`` with each ``PATH=VALUE`` applied (missing maps are created);
+    VALUE is read as a YAML scalar, or kept as a string when ``as_string``.
 
     Raises:
         UsageError: no ``=``, a malformed path, or a path through a non-container.
@@ -89,7 +91,7 @@ def apply_sets(spec: Any, sets: Iterable[str]) -> Any:
             raise UsageError(f"--set {item!r}: expected PATH=VALUE")
         path, raw = item.split("=", 1)
         try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
+            value = raw if as_string else (yaml.safe_load(raw) if raw.strip() else "")
         except yaml.YAMLError as exc:
             raise UsageError(f"--set {item!r}: value is not YAML: {exc}") from exc
         parts = _parse_path(path.strip())
@@ -129,7 +131,10 @@ def check_spec(spec: Any, *, file: str = "<spec>", locator: Locator | None = Non
         path = list(err.instance_path)
         line = locator.locate(doc_index, path)[0] if locator else 0
         first_line = first_line or line
-        lines.append(f"{file}{':' + str(line) if line else ''}: {json_path(path) or '(top)'}: {err.message}")
+        message = err.message
+        if path == ["spec"] and "is not allowed for" in message and "elastic" in message:
+            message = "use either spec.nodes (Master + Workers) or spec.elastic (Worker-only, elastic), not both"
+        lines.append(f"{file}{':' + str(line) if line else ''}: {json_path(path) or '(top)'}: {message}")
     raise SpecError(
         "not a valid DDPJob spec (schema schemas/ddpjob.schema.json):\n  " + "\n  ".join(lines),
         file=None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import stat
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -40,15 +41,26 @@ def _object_ref(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind')}/{f'{ns}/' if ns else ''}{name}"
 
 
+def _is_list(data: Any) -> bool:
+    """``kind: List`` or a typed list (``PyTorchJobList``, ``ConfigMapList``) with ``items``:
+    kubectl applies their items, nested lists flattened."""
+    kind = data.get("kind") if isinstance(data, Mapping) else None
+    return isinstance(kind, str) and kind.endswith("List") and isinstance(data.get("items"), list)
+
+
+def _flatten(index: int, prefix: tuple[Any, ...], data: Any, depth: int = 0) -> Iterable[tuple[int, tuple[Any, ...], Any]]:
+    if _is_list(data) and depth < 16:
+        for i, item in enumerate(data["items"]):
+            yield from _flatten(index, (*prefix, "items", i), item, depth + 1)
+    elif data is not None:
+        yield index, prefix, data
+
+
 def _objects(docs: Iterable[Any]) -> Iterable[tuple[int, tuple[Any, ...], Any]]:
-    """(document index, path prefix, object) for every object, ``kind: List`` items expanded."""
+    """(document index, path prefix, object) for every object, list items (``kind: List`` and
+    typed ``*List`` kinds, nested ones too) expanded."""
     for doc in docs:
-        data = doc.data
-        if isinstance(data, Mapping) and data.get("kind") == "List" and isinstance(data.get("items"), list):
-            for i, item in enumerate(data["items"]):
-                yield doc.index, ("items", i), item
-        elif data is not None:
-            yield doc.index, (), data
+        yield from _flatten(doc.index, (), doc.data)
 
 
 def collect_configmaps(text: str, cms: ConfigMapIndex, *, is_json: bool = False) -> None:
@@ -199,9 +211,11 @@ def _read_bytes(path: str) -> bytes:
             with open(path, "rb") as fh:
                 # The size first: read(n) allocates n bytes up front, and 16 MiB per file cost a
                 # fifth of the run. (A file that grows meanwhile is caught by the length check.)
-                if os.fstat(fh.fileno()).st_size > MAX_INPUT_BYTES:
+                st = os.fstat(fh.fileno())
+                if st.st_size > MAX_INPUT_BYTES:
                     raise InputTooLarge(path)
-                data = fh.read()
+                # A pipe or device (/dev/stdin, /dev/zero) has no size: read at most the limit.
+                data = fh.read() if stat.S_ISREG(st.st_mode) else fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     if len(data) > MAX_INPUT_BYTES:
@@ -289,6 +303,9 @@ def validate_paths(
     """
     check_profile(profile)
     files = expand_paths(paths)
+    if config is not None:
+        files = [f for f in files if f == "-" or not config.excluded(f)]
+    files = list(dict.fromkeys(files))  # `validate - -` or a file named twice is read once
     texts: dict[str, str] = {}
     stdin_too_large = False
     if "-" in files:

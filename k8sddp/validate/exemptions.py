@@ -44,11 +44,25 @@ class Config:
         root: the folder the path patterns are relative to (the config file's folder).
         profile: default profile, or ``None``.
         exemptions: path exemptions in file order.
+        exclude: fnmatch patterns of files not to read at all (non-manifest YAML: Helm values, CI files).
+        source: the config file itself (never read as a manifest).
     """
 
     root: Path
     profile: str | None = None
     exemptions: tuple[PathExemption, ...] = ()
+    exclude: tuple[str, ...] = ()
+    source: Path | None = None
+
+    def excluded(self, file: str) -> bool:
+        """Whether ``file`` is the config file itself or matches an ``exclude`` pattern."""
+        if self.source is not None and os.path.abspath(file) == str(self.source):
+            return True
+        try:
+            rel = os.path.relpath(os.path.abspath(file), self.root).replace(os.sep, "/")
+        except ValueError:
+            rel = file
+        return any(fnmatch.fnmatch(rel, p) or fnmatch.fnmatch(file, p) for p in self.exclude)
 
     def exempted(self, file: str, rule_id: str) -> str:
         """The exemption text for ``rule_id`` in ``file``, or ``""``."""
@@ -97,6 +111,8 @@ def load_config(path: str) -> Config:
     return Config(
         root=Path(path).resolve().parent,
         profile=data.get("profile"),
+        exclude=tuple(data.get("exclude", [])),
+        source=Path(path).resolve(),
         exemptions=tuple(
             PathExemption(
                 tuple(e["paths"]),
