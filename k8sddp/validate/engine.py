@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import stat
 import re
+import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
