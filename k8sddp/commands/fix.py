@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from ..atomic import write_bytes_atomic
 from ..errors import UsageError
 from ..fix import FixResult, fix_text
+from .argtypes import positive_int as _positive_int
 
 #: Files fix reads inside a folder given on the command line (any letter case: ``X.YAML`` too).
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -61,16 +62,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--active-deadline-seconds", type=_positive_int, default=None, metavar="N",
                    help="with --profile strict: set spec.runPolicy.activeDeadlineSeconds to N where absent")
     p.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number of seconds")
-    return value
 
 
 def collect(paths: list[str]) -> list[Path]:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from .argtypes import positive_int as _positive_int
+
 FORMATS = ("text", "json", "github", "sarif", "junit")
 
 
@@ -24,16 +26,6 @@ def register(sub: Any) -> None:
     p.add_argument("--fail-on", choices=("error", "warning"), default="error", help="lowest severity that fails (default: error)")
     p.add_argument("--jobs", type=_positive_int, default=None, help="worker processes (default: every core)")
     p.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -9,57 +9,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import signal
 from typing import Any
 
 from ..catalogue import CATALOGUE_VERSION, PROFILES
 from ..errors import UsageError
+from .argtypes import port as _port
+from .argtypes import positive_int as _count
+from .argtypes import seconds as _seconds
+from .argtypes import seconds_or_zero as _seconds_or_zero
 
 log = logging.getLogger("k8sddp.webhook")
-
-
-def _number(text: str, *, minimum: float, inclusive: bool, what: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what}") from None
-    if not math.isfinite(value) or value < minimum or (not inclusive and value == minimum):
-        bound = f">= {minimum:g}" if inclusive else f"> {minimum:g}"
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number of {what} {bound}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """argparse type: seconds > 0 (finite)."""
-    return _number(text, minimum=0, inclusive=False, what="seconds")
-
-
-def _seconds_or_zero(text: str) -> float:
-    """argparse type: seconds >= 0 (finite)."""
-    return _number(text, minimum=0, inclusive=True, what="seconds")
-
-
-def _count(text: str) -> int:
-    """argparse type: a whole number > 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be > 0")
-    return value
-
-
-def _port(text: str) -> int:
-    """argparse type: a TCP port 0-65535 (0: the system picks one; the log names it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0-65535)")
-    return value
 
 
 def _url_path(text: str) -> str:
