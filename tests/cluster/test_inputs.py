@@ -61,3 +61,19 @@ def test_wrong_token_is_unauthorized(cli, api: FakeApiServer, tmp_path: Path, ma
     config = api.write_kubeconfig(tmp_path / "kc", token="wrong")
     res = cli("submit", "--kubeconfig", str(config), str(manifest))
     assert res.code == 3 and "unauthorized" in res.err
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("this: is: not: yaml: [\n", "is not valid YAML (line 1"),
+    ("just a string\n", "is a str, not a mapping"),
+    ("- a\n- b\n", "is a list, not a mapping"),
+])
+def test_kubeconfig_that_is_not_a_yaml_mapping(cli, tmp_path: Path, manifest: Path, text: str, expected: str) -> None:
+    kc = tmp_path / "kc"
+    kc.write_text(text)
+    for argv in (("submit", "--kubeconfig", str(kc), str(manifest)), ("status", "--kubeconfig", str(kc), "demo"),
+                 ("logs", "--kubeconfig", str(kc), "demo"), ("delete", "--kubeconfig", str(kc), "demo")):
+        res = cli(*argv)
+        assert res.code == 2, (argv, res.err)
+        assert expected in res.err and "Traceback" not in res.err
+        assert len(res.err.strip().splitlines()) == 1, res.err
