@@ -176,27 +176,67 @@ def test_submit_local_cli(cli, tmp_path: Path) -> None:
     assert res.code == 1 and "KDP201" in res.err
 
 
-def test_sigterm_to_k8sddp_stops_every_pod(tmp_path: Path) -> None:
-    import signal
+# Each pod writes its pid and its child's pid on the "PVC", then sleeps (the child too).
+SLEEP_WITH_CHILD = (
+    "import os, pathlib, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+    "pathlib.Path(os.environ['STATE'], os.environ['POD'] + '.pid').write_text(f'{os.getpid()} {child.pid}')\n"
+    "time.sleep(120)")
+
+
+def start_runner(tmp_path: Path) -> tuple[Any, list[int]]:
+    """``k8sddp submit --local`` of a 2-pod job in a subprocess; its process and the 4 pod pids."""
     import subprocess
     import sys
 
-    sleeper = ("import os, pathlib, time\n"
-               "pathlib.Path(os.environ['STATE'], os.environ['POD'] + '.pid').write_text(str(os.getpid()))\n"
-               "time.sleep(120)")
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(with_pod_env(pytorchjob(sleeper, sleeper))))
+    path.write_text(yaml.safe_dump(with_pod_env(pytorchjob(SLEEP_WITH_CHILD, SLEEP_WITH_CHILD))))
     state = tmp_path / "run" / "pvc" / "state"
     proc = subprocess.Popen([sys.executable, "-m", "k8sddp", "submit", "--local", "--local-dir",
-                             str(tmp_path / "run"), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             str(tmp_path / "run"), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     deadline = time.monotonic() + 60
+
     def written() -> list[str]:
         return [t for t in (p.read_text() for p in state.glob("*.pid")) if t]
 
     while len(written()) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    pids = [int(t) for t in written()]
-    assert len(pids) == 2
+    pids = [int(x) for t in written() for x in t.split()]
+    assert len(pids) == 4
+    return proc, pids
+
+
+def gone(pids: list[int], within: float = 20.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while (left := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_sigterm_to_k8sddp_stops_every_pod(tmp_path: Path) -> None:
+    import signal
+
+    proc, pids = start_runner(tmp_path)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
-    assert not [pid for pid in pids if alive(pid)]
+    assert proc.wait(timeout=60) == 143  # 128 + SIGTERM
+    err = proc.stderr.read()
+    assert not gone(pids)
+    assert "SIGTERM: stopping 2 pod(s): lj-master-0, lj-worker-0; grace 5 s" in err
+    assert 'job "lj" stopped by SIGTERM' in err
+    status = json.loads((tmp_path / "run" / "status.json").read_text())["status"]
+    failed = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert failed and failed[0]["reason"] == "Stopped" and "completionTime" in status
+    assert not [c for c in status["conditions"] if c["type"] == "Running" and c["status"] == "True"]
+
+
+def test_sigkill_to_k8sddp_still_kills_every_pod(tmp_path: Path) -> None:
+    import signal
+
+    proc, pids = start_runner(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    left = gone(pids)
+    for pid in left:  # do not leave them behind if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left
