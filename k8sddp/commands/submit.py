@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from ..errors import UsageError, ValidationError
-from ._clusterflags import add_cluster_flags, parse_duration
+from ._clusterflags import add_cluster_flags, parse_count, parse_duration, parse_seconds
 
 
 def register(subparsers: Any) -> None:
@@ -38,9 +38,9 @@ def register(subparsers: Any) -> None:
     local = p.add_argument_group("local run")
     local.add_argument("--local", action="store_true", help="run the job on this machine as the operator would")
     local.add_argument("--local-dir", default=None, help="where persistent volumes and logs of a local run go (default: ./.k8sddp-local/<job>)")
-    local.add_argument("--max-restarts", type=int, default=10, help="local runner's own cap on pod restarts (default 10)")
+    local.add_argument("--max-restarts", type=parse_count, default=10, help="local runner's own cap on pod restarts (default 10)")
     local.add_argument(
-        "--restart-backoff", type=float, default=None,
+        "--restart-backoff", type=parse_seconds, default=None,
         help="seconds before the first in-place restart under OnFailure/Always (kubelet: 10, doubling to 300)",
     )
     p.set_defaults(handler=run)

@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -106,6 +107,11 @@ class LocalJob:
         self.job = job
         self.name = str((job.get("metadata") or {}).get("name") or "job")
         self.options = options
+        backoff = options.restart_backoff
+        if backoff is not None and not (math.isfinite(backoff) and backoff >= 0):
+            raise UsageError(f"restart back-off must be finite and >= 0 seconds, not {backoff!r}")
+        if options.timeout is not None and not (math.isfinite(options.timeout) and options.timeout > 0):
+            raise UsageError(f"timeout must be finite and > 0 seconds, not {options.timeout!r}")
         self.dir = Path(options.local_dir or Path(".k8sddp-local") / self.name).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)

@@ -77,3 +77,24 @@ def test_kubeconfig_that_is_not_a_yaml_mapping(cli, tmp_path: Path, manifest: Pa
         assert res.code == 2, (argv, res.err)
         assert expected in res.err and "Traceback" not in res.err
         assert len(res.err.strip().splitlines()) == 1, res.err
+
+
+@pytest.mark.parametrize("flags", [
+    ("--restart-backoff", "-5"), ("--restart-backoff", "nan"), ("--restart-backoff", "inf"),
+    ("--restart-backoff", "x"), ("--timeout", "nan"), ("--timeout", "inf"), ("--timeout", "-1"),
+    ("--timeout", "0"), ("--max-restarts", "-1"), ("--max-restarts", "1.5"),
+])
+def test_bad_numeric_flags_are_usage_errors(cli, tmp_path: Path, manifest: Path, flags: tuple[str, str]) -> None:
+    res = cli("submit", "--local", "--local-dir", str(tmp_path / "run"), *flags, str(manifest))
+    assert res.code == 2 and flags[0] in res.err, res.err
+    assert not (tmp_path / "run").exists()  # refused before anything ran
+
+
+def test_local_options_are_checked_by_the_runner_too(tmp_path: Path) -> None:
+    from k8sddp.errors import UsageError
+    from k8sddp.local.runner import LocalJob, LocalOptions
+
+    for opts in ({"restart_backoff": float("nan")}, {"restart_backoff": -1.0}, {"timeout": float("inf")}):
+        with pytest.raises(UsageError):
+            LocalJob({"metadata": {"name": "x"}, "spec": {}}, configmaps=[],
+                     options=LocalOptions(local_dir=str(tmp_path / "run"), **opts))  # type: ignore[arg-type]
