@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import UsageError, ValidationError
+from ..errors import K8sddpError, UsageError, ValidationError
 from ._clusterflags import add_cluster_flags, parse_count, parse_duration, parse_seconds
 
 
@@ -67,12 +67,32 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("standard input (-) can be given once")
     try:
         sub = load_inputs(args.inputs, sets=args.set, profile=args.profile)
+        _check_duplicates(sub.jobs, args.namespace)
         if args.local:
             return _run_local(args, sub)
         return _run_cluster(args, sub)
     except ValidationError as exc:
         _print_findings(exc)
         raise
+
+
+def _check_duplicates(jobs: list[dict[str, Any]], namespace: str | None) -> None:
+    """Refuse the same job (namespace and name) twice in one input, before anything is created.
+
+    Raises:
+        UsageError: exit 2, naming the job.
+    """
+    seen: set[tuple[str, str]] = set()
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        name = meta.get("name")
+        if not name:  # generateName: the server picks distinct names
+            continue
+        key = (str(meta.get("namespace") or namespace or ""), str(name))
+        if key in seen:
+            where = f' in namespace "{key[0]}"' if key[0] else ""
+            raise UsageError(f'job "{name}"{where} appears twice in the input; nothing was submitted')
+        seen.add(key)
 
 
 def _check_namespaces(jobs: list[dict[str, Any]], namespace: str | None) -> None:
@@ -147,12 +167,20 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
         sys.stdout.write(format_objects(sub.jobs, args.output, dry_run="client"))
         return 0
     results = []
-    for job in sub.jobs:
-        if args.replace:
-            results.append(cluster.replace_job(job, timeout=args.timeout or 120.0))
-        else:
-            results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
     verb = "replaced" if args.replace else "created"
+    for job in sub.jobs:
+        try:
+            if args.replace:
+                results.append(cluster.replace_job(job, timeout=args.timeout or 120.0))
+            else:
+                results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
+        except K8sddpError:
+            if results:  # like kubectl: the jobs before the failing one stay
+                sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
+                sys.stdout.flush()
+                names = ", ".join(r["metadata"].get("name", "?") for r in results)
+                sys.stderr.write(f"note: {len(results)} job(s) before the failure were {verb} and stay: {names}\n")
+            raise
     sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
     sys.stdout.flush()
     if sub.configmaps or sub.other:

@@ -98,3 +98,39 @@ def test_local_options_are_checked_by_the_runner_too(tmp_path: Path) -> None:
         with pytest.raises(UsageError):
             LocalJob({"metadata": {"name": "x"}, "spec": {}}, configmaps=[],
                      options=LocalOptions(local_dir=str(tmp_path / "run"), **opts))  # type: ignore[arg-type]
+
+
+def _two_jobs(tmp_path: Path, first: str, second: str) -> Path:
+    import yaml
+
+    from tests.cluster.conftest import rendered_demo
+
+    docs = []
+    for name in (first, second):
+        job = rendered_demo()
+        job["metadata"]["name"] = name
+        docs.append(job)
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_same_job_twice_is_refused_before_anything_is_created(cli, api: FakeApiServer, tmp_path: Path,
+                                                              kubeconfig: Path) -> None:
+    path = _two_jobs(tmp_path, "dupx", "dupx")
+    for extra in ((), ("--dry-run=client",), ("--local", "--local-dir", str(tmp_path / "run"))):
+        res = cli("submit", "--kubeconfig", str(kubeconfig), *extra, str(path))
+        assert res.code == 2 and 'job "dupx" appears twice in the input' in res.err, (extra, res.err)
+    assert api.jobs() == [] and not (tmp_path / "run").exists()
+
+
+def test_failure_part_way_names_the_jobs_already_created(cli, api: FakeApiServer, tmp_path: Path,
+                                                         kubeconfig: Path) -> None:
+    from tests.cluster.conftest import rendered_demo
+
+    api.put_job({**rendered_demo(), "metadata": {"name": "second", "namespace": "ml"}})
+    res = cli("submit", "--kubeconfig", str(kubeconfig), str(_two_jobs(tmp_path, "first", "second")))
+    assert res.code == 3 and "already exists" in res.err
+    assert "pytorchjob.kubeflow.org/first created" in res.out
+    assert "1 job(s) before the failure were created and stay: first" in res.err
+    assert sorted(j["metadata"]["name"] for j in api.jobs("ml")) == ["first", "second"]
