@@ -101,7 +101,8 @@ def _check_namespaces(jobs: list[dict[str, Any]], namespace: str | None) -> None
         if namespace and own and own != namespace:
             name = job["metadata"].get("name", "?")
             raise UsageError(
-                f'job "{name}" says namespace "{own}" but -n says "{namespace}"; drop one of them'
+                f'job "{name}" says namespace "{own}" but -n says "{namespace}"; drop one of them '
+                f"(for a DDPJob spec: --set metadata.namespace={namespace})"
             )
 
 
@@ -110,6 +111,9 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
 
     if args.dry_run == "server" or args.replace or args.output:
         raise UsageError("--local runs on this machine: --dry-run=server, --replace and -o do not apply")
+    if args.kubeconfig or args.context:
+        raise UsageError("--local runs on this machine and contacts no cluster: --kubeconfig and --context do not apply")
+    _check_namespaces(sub.jobs, args.namespace)
     if args.max_restarts < 0:
         raise UsageError("--max-restarts must be >= 0")
     validate_submission(sub, profile=args.profile, namespace=args.namespace or "default")
@@ -183,6 +187,13 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
             raise
     sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
     sys.stdout.flush()
+    elsewhere = sorted({str(r["metadata"].get("namespace")) for r in results
+                        if r["metadata"].get("namespace") not in (None, cluster.namespace)})
+    if elsewhere:
+        sys.stderr.write(
+            f'note: {verb} in namespace {", ".join(elsewhere)} (named in the input), not in "{cluster.namespace}": '
+            f"pass -n {elsewhere[0]} to status, logs and delete\n"
+        )
     if sub.configmaps or sub.other:
         skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
         sys.stderr.write(

@@ -134,3 +134,23 @@ def test_failure_part_way_names_the_jobs_already_created(cli, api: FakeApiServer
     assert "pytorchjob.kubeflow.org/first created" in res.out
     assert "1 job(s) before the failure were created and stay: first" in res.err
     assert sorted(j["metadata"]["name"] for j in api.jobs("ml")) == ["first", "second"]
+
+
+def test_local_refuses_cluster_flags_and_checks_the_namespace(cli, tmp_path: Path, kubeconfig: Path) -> None:
+    spec = str(REPO / "examples" / "ddpjob.yaml")  # says namespace default
+    run_dir = str(tmp_path / "run")
+    for flags in (("--kubeconfig", str(kubeconfig)), ("--context", "nope")):
+        res = cli("submit", "--local", "--local-dir", run_dir, *flags, spec)
+        assert res.code == 2 and "do not apply" in res.err and flags[0] in res.err
+    res = cli("submit", "--local", "--local-dir", run_dir, "-n", "other", spec)
+    assert res.code == 2 and "--set metadata.namespace=other" in res.err
+    assert not (tmp_path / "run").exists()
+
+
+def test_submit_says_where_a_job_went_outside_the_context_namespace(cli, api: FakeApiServer, kubeconfig: Path) -> None:
+    res = cli("submit", "--kubeconfig", str(kubeconfig), str(REPO / "examples" / "ddpjob.yaml"))
+    assert res.code == 0, res.err
+    assert api.jobs("default") and not api.jobs("ml")
+    assert 'note: created in namespace default (named in the input), not in "ml": pass -n default' in res.err
+    res = cli("submit", "--kubeconfig", str(kubeconfig), "-n", "team", str(REPO / "examples" / "ddpjob.yaml"))
+    assert res.code == 2 and "--set metadata.namespace=team" in res.err
