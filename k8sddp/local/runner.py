@@ -115,6 +115,7 @@ class LocalJob:
         self.dir = Path(options.local_dir or Path(".k8sddp-local") / self.name).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
+        self.reused = _previous_files(self.dir / "pvc")
         for rtype, rspec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
             policy = str((rspec or {}).get("restartPolicy") or "OnFailure")
             if policy not in POLICIES:
@@ -136,6 +137,12 @@ class LocalJob:
         self.start_time = _now()
         self.completion_time: str | None = None
         self._reaper: Reaper | None = None
+        if self.reused:
+            self.progress.event(
+                f"{self.name}: note: {self.dir / 'pvc'} keeps {self.reused} file(s) of a previous run, as a PVC "
+                f"would: the job resumes from its checkpoints there. For a fresh start delete {self.dir} "
+                "or pass another --local-dir"
+            )
 
     # -- conditions (the operator's setCondition / filterOutCondition) -----------------------------
     def _set_condition(self, ctype: str, reason: str, message: str) -> None:
@@ -455,6 +462,13 @@ class LocalJob:
         for pod in self.pods:
             if pod.proc is not None:
                 self._reap(pod)
+
+
+def _previous_files(pvc: Path) -> int:
+    """How many files the local "PVCs" under ``pvc`` already hold (0 when there are none)."""
+    if not pvc.is_dir():
+        return 0
+    return sum(1 for p in pvc.rglob("*") if p.is_file())
 
 
 class _Signalled(KeyboardInterrupt):

@@ -240,3 +240,19 @@ def test_sigkill_to_k8sddp_still_kills_every_pod(tmp_path: Path) -> None:
     for pid in left:  # do not leave them behind if the test fails
         os.kill(pid, signal.SIGKILL)
     assert not left
+
+
+def test_a_previous_runs_volume_is_reported_as_resumed(tmp_path: Path) -> None:
+    def build() -> str:
+        err = io.StringIO()
+        LocalJob(with_pod_env(pytorchjob(counter(0), counter(0))), configmaps=[], options=LocalOptions(
+            local_dir=str(tmp_path / "run"), progress=Progress(err, tty=False)))
+        return err.getvalue()
+
+    assert "previous run" not in build()
+    ckpt = tmp_path / "run" / "pvc" / "state" / "ckpt-000000048.pt"
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    ckpt.write_bytes(b"x")
+    text = build()
+    assert "keeps 1 file(s) of a previous run" in text and "resumes from its checkpoints" in text
+    assert f"delete {tmp_path / 'run'}" in text
