@@ -19,12 +19,19 @@ from ..errors import K8sddpError, UsageError, ValidationError
 from ._clusterflags import add_cluster_flags, parse_count, parse_duration, parse_seconds
 
 
+def _plain(text: str) -> str:
+    """``text`` without reST markup (``:mod:`x``` -> x, double back-quotes dropped), for ``--help``."""
+    import re
+
+    return re.sub(r":\w+:`([^`]+)`", r"\1", text).replace("``", "")
+
+
 def register(subparsers: Any) -> None:
     """Add the ``submit`` subcommand."""
     p = subparsers.add_parser(
         "submit",
         help="validate and submit PyTorchJobs to a cluster (or run them locally with --local)",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=_plain(__doc__.split("\n\n")[1]) if __doc__ else None,
     )
     p.add_argument("inputs", nargs="+", metavar="SPEC_OR_MANIFEST", help="DDPJob spec or rendered manifest; - for stdin")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (specs only)")
@@ -106,6 +113,16 @@ def _check_namespaces(jobs: list[dict[str, Any]], namespace: str | None) -> None
             )
 
 
+def _note_skipped(sub: Any) -> None:
+    """Name the objects of the input other than PyTorchJobs, which submit does not create or run."""
+    if sub.configmaps or sub.other:
+        skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
+        sys.stderr.write(
+            "note: submit creates PyTorchJobs only; also in the input (used for validation, not created): "
+            + ", ".join(skipped) + "\n"
+        )
+
+
 def _run_local(args: argparse.Namespace, sub: Any) -> int:
     from ..submission import validate_submission
 
@@ -121,7 +138,9 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
         from ..cluster.output import format_objects
 
         sys.stdout.write(format_objects(sub.jobs, None, dry_run="client"))
+        _note_skipped(sub)
         return 0
+    _note_skipped(sub)
     from ..local.runner import LocalOptions, run_jobs
 
     options = LocalOptions(
@@ -169,6 +188,7 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
 
     if args.dry_run == "client" or cluster is None:
         sys.stdout.write(format_objects(sub.jobs, args.output, dry_run="client"))
+        _note_skipped(sub)
         return 0
     results = []
     verb = "replaced" if args.replace else "created"
@@ -194,12 +214,7 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
             f'note: {verb} in namespace {", ".join(elsewhere)} (named in the input), not in "{cluster.namespace}": '
             f"pass -n {elsewhere[0]} to status, logs and delete\n"
         )
-    if sub.configmaps or sub.other:
-        skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
-        sys.stderr.write(
-            "note: submit creates PyTorchJobs only; also in the input (used for validation, not created): "
-            + ", ".join(skipped) + "\n"
-        )
+    _note_skipped(sub)
     if not args.wait:
         return 0
     return _wait_all(args, cluster, results)
@@ -216,6 +231,11 @@ def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, An
     for obj in results:
         meta = obj["metadata"]
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        wait_for_job(cluster.with_namespace(meta.get("namespace") or cluster.namespace), meta["name"],
-                     timeout=left, progress=progress)
+        try:
+            wait_for_job(cluster.with_namespace(meta.get("namespace") or cluster.namespace), meta["name"],
+                         timeout=left, progress=progress)
+        except KeyboardInterrupt:
+            sys.stderr.write(f'\nstopped waiting; job "{meta["name"]}" keeps running on the cluster '
+                             f"(k8sddp delete {meta['name']} stops it)\n")
+            raise
     return 0

@@ -154,3 +154,25 @@ def test_submit_says_where_a_job_went_outside_the_context_namespace(cli, api: Fa
     assert 'note: created in namespace default (named in the input), not in "ml": pass -n default' in res.err
     res = cli("submit", "--kubeconfig", str(kubeconfig), "-n", "team", str(REPO / "examples" / "ddpjob.yaml"))
     assert res.code == 2 and "--set metadata.namespace=team" in res.err
+
+
+def test_nits_skipped_objects_note_help_text_and_wording(cli, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    from k8sddp.local.policy import Messages
+    from tests.cluster.conftest import rendered_demo
+
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(yaml.safe_dump_all([
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}, "data": {"a": "b"}},
+        rendered_demo(),
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"}, "spec": {"ports": [{"port": 1}]}},
+    ]))
+    for flags in (("--dry-run=client",), ("--local", "--dry-run=client")):
+        res = cli("submit", *flags, str(mixed))
+        assert res.code == 0, res.err
+        assert "note: submit creates PyTorchJobs only" in res.err and "ConfigMap/cm" in res.err and "svc" in res.err
+    res = cli("submit", "--help")
+    assert "``" not in res.out and ":mod:" not in res.out
+    assert "after 1 pod restart (" in Messages("x").local_cap(1)[1]
+    assert "after 3 pod restarts (" in Messages("x").local_cap(3)[1]
