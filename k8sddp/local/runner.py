@@ -137,6 +137,7 @@ class LocalJob:
         self.start_time = _now()
         self.completion_time: str | None = None
         self._reaper: Reaper | None = None
+        self._ever_running = False
         if self.reused:
             self.progress.event(
                 f"{self.name}: note: {self.dir / 'pvc'} keeps {self.reused} file(s) of a previous run, as a PVC "
@@ -282,6 +283,8 @@ class LocalJob:
 
     def _on_exit(self, pod: _Pod, code: int) -> None:
         pod.last_exit = code
+        with contextlib.suppress(OSError), (self.dir / "logs" / f"{pod.plan.name}.log").open("ab") as log:
+            log.write(f"--- exited with code {code} at {_now()} ---\n".encode())
         rtype = pod.plan.replica_type
         action = decide(pod.plan.restart_policy, code)
         self.progress.event(f"{pod.plan.name}: exited with code {code} ({pod.plan.restart_policy}: {action.value})")
@@ -341,10 +344,13 @@ class LocalJob:
 
     def _check_running(self) -> None:
         all_up = all(p.phase in ("Running", "Succeeded") for p in self.pods)
-        first = not any(c["type"] == "Running" for c in self.conditions) and any(
+        # the first Running comes with the Master (as the operator sets it); after a Restarting,
+        # Running returns only once every pod runs again
+        first = not self._ever_running and any(
             p.phase == "Running" and (p.plan.replica_type == "Master" or not self.has_master) for p in self.pods
         )
         if (all_up or first) and any(p.phase == "Running" for p in self.pods):
+            self._ever_running = True
             self._set_condition("Running", *self.msg.running())
 
     # -- main loop -------------------------------------------------------------------------------
@@ -422,6 +428,7 @@ class LocalJob:
                     pod.phase = "Succeeded"
             state = self.state()
         self._write_status()
+        self.progress.update(state, self._pod_lines())
         self.progress.finish(state)
         if state.condition == "Failed":
             raise JobFailedError(f'job "{self.name}" Failed ({state.reason}): {state.message}')
@@ -443,6 +450,7 @@ class LocalJob:
         self._fail(("Stopped", f"local run of {self.name} was stopped by {name} to k8sddp"))
         self._write_status()
         state = self.state()
+        self.progress.update(state, self._pod_lines())
         self.progress.finish(state)
         raise StoppedError(f'job "{self.name}" stopped by {name}: stopped {len(running)} pod(s) ({names}); '
                            f"final status in {self.dir / 'status.json'}", signum=signum)

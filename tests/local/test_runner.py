@@ -100,6 +100,7 @@ def test_exit_code_retryable_recreates_the_pod_until_success(tmp_path: Path) -> 
     assert status["replicaStatuses"]["Master"]["succeeded"] == 1
     log = (tmp_path / "run" / "logs" / "lj-master-0.log").read_text()
     assert log.count("--- lj-master-0 attempt") == 3
+    assert "--- exited with code 143 at" in log and "--- exited with code 137 at" in log
     # only the failed pod is recreated; its peer keeps its one process
     assert (tmp_path / "run" / "logs" / "lj-worker-0.log").read_text().count("--- lj-worker-0 attempt") == 1
     assert all(p.proc is not None and not alive(p.proc.pid) for p in lj.pods)
