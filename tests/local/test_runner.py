@@ -257,3 +257,20 @@ def test_a_previous_runs_volume_is_reported_as_resumed(tmp_path: Path) -> None:
     text = build()
     assert "keeps 1 file(s) of a previous run" in text and "resumes from its checkpoints" in text
     assert f"delete {tmp_path / 'run'}" in text
+
+
+def test_running_returns_after_restarting_only_when_every_pod_runs(tmp_path: Path) -> None:
+    err = io.StringIO()
+    lj = LocalJob(with_pod_env(pytorchjob(counter(0), counter(0))), configmaps=[], options=LocalOptions(
+        local_dir=str(tmp_path / "run"), progress=Progress(err, tty=False)))
+    master, worker = lj.pods
+    master.phase = worker.phase = "Running"
+    lj._check_running()
+    assert lj.state().condition == "Running"
+    worker.phase = "Pending"  # the worker was recreated
+    lj._set_condition("Restarting", *lj.msg.restarting("Worker"))
+    lj._check_running()
+    assert lj.state().condition == "Restarting"
+    worker.phase = "Running"
+    lj._check_running()
+    assert lj.state().condition == "Running"
