@@ -190,23 +190,25 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
         sys.stdout.write(format_objects(sub.jobs, args.output, dry_run="client"))
         _note_skipped(sub)
         return 0
-    results = []
-    verb = "replaced" if args.replace else "created"
+    results: list[dict[str, Any]] = []
+    verbs: list[str] = []  # "replaced" only where an old job was deleted
     for job in sub.jobs:
         try:
             if args.replace:
-                results.append(cluster.replace_job(job, timeout=args.timeout or 120.0))
+                obj, existed = cluster.replace_job(job, timeout=args.timeout or 120.0)
+                results.append(obj)
+                verbs.append("replaced" if existed else "created")
             else:
                 results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
+                verbs.append("created")
         except K8sddpError:
             if results:  # like kubectl: the jobs before the failing one stay
-                sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
-                sys.stdout.flush()
+                _print_results(results, verbs, args)
                 names = ", ".join(r["metadata"].get("name", "?") for r in results)
-                sys.stderr.write(f"note: {len(results)} job(s) before the failure were {verb} and stay: {names}\n")
+                sys.stderr.write(f"note: {len(results)} job(s) before the failure were created and stay: {names}\n")
             raise
-    sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
-    sys.stdout.flush()
+    _print_results(results, verbs, args)
+    verb = "replaced" if args.replace else "created"
     elsewhere = sorted({str(r["metadata"].get("namespace")) for r in results
                         if r["metadata"].get("namespace") not in (None, cluster.namespace)})
     if elsewhere:
@@ -218,6 +220,17 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
     if not args.wait:
         return 0
     return _wait_all(args, cluster, results)
+
+
+def _print_results(results: list[dict[str, Any]], verbs: list[str], args: argparse.Namespace) -> None:
+    from ..cluster.output import format_objects
+
+    if args.output:
+        sys.stdout.write(format_objects(results, args.output, dry_run=args.dry_run))
+    else:
+        for obj, verb in zip(results, verbs, strict=True):
+            sys.stdout.write(format_objects([obj], None, verb=verb, dry_run=args.dry_run))
+    sys.stdout.flush()
 
 
 def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, Any]]) -> int:

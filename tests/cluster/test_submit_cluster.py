@@ -100,6 +100,12 @@ def test_already_exists_suggests_replace_and_replace_recreates(cli, api: FakeApi
     assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old["metadata"]["uid"]
     deletes = [r for r in api.requests if r["method"] == "DELETE"]
     assert deletes and deletes[0]["query"]["propagationPolicy"] == "Foreground"
+    # --replace where no job of that name exists: plainly created, and said so
+    api.delete_delay = 0.0
+    fresh = manifest.parent / "fresh.yaml"
+    fresh.write_text(manifest.read_text().replace("name: demo\n", "name: fresh\n", 1))
+    res = run_submit(cli, kubeconfig, "--replace", str(fresh))
+    assert res.code == 0 and res.out == "pytorchjob.kubeflow.org/fresh created\n", (res.out, res.err)
 
 
 def test_missing_crd_names_the_training_operator(cli, api: FakeApiServer, kubeconfig: Path, manifest: Path) -> None:
