@@ -287,7 +287,10 @@ class LocalJob:
             log.write(f"--- exited with code {code} at {_now()} ---\n".encode())
         rtype = pod.plan.replica_type
         action = decide(pod.plan.restart_policy, code)
-        self.progress.event(f"{pod.plan.name}: exited with code {code} ({pod.plan.restart_policy}: {action.value})")
+        label = action.value
+        if self.backoff_limit == 0 and action in (Action.RECREATE, Action.RESTART_IN_PLACE):
+            label = "no restart, backoffLimit 0"
+        self.progress.event(f"{pod.plan.name}: exited with code {code} ({pod.plan.restart_policy}: {label})")
         if action is Action.SUCCEEDED:
             pod.phase = "Succeeded"
             return
