@@ -446,7 +446,11 @@ class LocalJob:
         grace = f"; grace {'/'.join(f'{g:g}' for g in graces)} s (terminationGracePeriodSeconds)" if graces else ""
         self.progress.event(f"{self.name}: {name}: stopping {len(running)} pod(s): {names}{grace}; "
                             "a second signal kills them at once")
-        self._stop_all(grace=None)
+        try:
+            self._stop_all(grace=None)
+        except KeyboardInterrupt:
+            self.progress.event(f"{self.name}: second signal: killing the pods now")
+            self._stop_all(grace=0.0)
         for pod in self.pods:
             if pod.phase in ("Running", "Pending", "BackOff"):
                 pod.phase = "Failed"
