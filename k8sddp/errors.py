@@ -10,7 +10,8 @@ to an exit code of ``../shared/CONTRACT.md`` and prints its message, never a tra
     ├── ClusterError            API server unreachable, forbidden, conflict, invalid        -> 3
     │   └── (carries the server's HTTP status, reason and message)
     ├── JobFailedError          ``--wait``: the job ended Failed                            -> 4
-    └── WaitTimeoutError        ``--wait``: the wait timed out                              -> 5
+    ├── WaitTimeoutError        ``--wait``: the wait timed out                              -> 5
+    └── StoppedError            ``--local``: SIGINT / SIGTERM to k8sddp                -> 130 / 143
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "JobFailedError",
     "K8sddpError",
     "SpecError",
+    "StoppedError",
     "UsageError",
     "ValidationError",
     "WaitTimeoutError",
@@ -118,6 +120,17 @@ class JobFailedError(K8sddpError):
     """``--wait`` saw the job end with the ``Failed`` condition."""
 
     exit_code = 4
+
+
+class StoppedError(K8sddpError):
+    """A local run was stopped by a signal to k8sddp: exit 128 + the signal number (130 for SIGINT
+    / Ctrl-C, 143 for SIGTERM), as a shell reports a process killed by it."""
+
+    exit_code = 130
+
+    def __init__(self, message: str, *, signum: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signum
 
 
 class WaitTimeoutError(K8sddpError):

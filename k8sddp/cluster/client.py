@@ -311,23 +311,28 @@ class Cluster:
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(2.0, delay * 1.5)
 
-    def replace_job(self, body: dict[str, Any], *, timeout: float = 120.0) -> dict[str, Any]:
+    def replace_job(self, body: dict[str, Any], *, timeout: float = 120.0) -> tuple[dict[str, Any], bool]:
         """Delete the job of the same name (Foreground: its pods first), wait until it is gone,
         and create ``body``. A missing old job is not an error.
+
+        Returns:
+            The created job, and whether an old job was deleted (``False``: plainly created).
 
         Raises:
             ClusterError: as :meth:`delete_job`, :meth:`wait_job_gone`, :meth:`create_job`.
         """
         name = (body.get("metadata") or {}).get("name")
+        existed = False
         if name:
             ns = body["metadata"].get("namespace") or self.namespace
             try:
                 self.with_namespace(ns).delete_job(name, propagation="Foreground")
+                existed = True
             except ClusterError as exc:
                 if exc.status != 404:
                     raise
             self.wait_job_gone(name, namespace=ns, timeout=timeout)
-        return self.create_job(body)
+        return self.create_job(body), existed
 
     def with_namespace(self, namespace: str) -> Cluster:
         """This connection, aimed at another namespace (shares the connection pool)."""

@@ -30,6 +30,29 @@ def _default_kubeconfig() -> str | None:
     return str(home) if home.is_file() else None
 
 
+def _check_parses(path: str) -> None:
+    """Raise a one-line :class:`UsageError` unless ``path`` is a YAML mapping.
+
+    The kubernetes client would otherwise fail with a parser traceback or a ``TypeError``.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot read kubeconfig {path}: {exc}") from exc
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" (line {mark.line + 1}, column {mark.column + 1})"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"kubeconfig {path} is not valid YAML{where}: {problem}") from exc
+    if not isinstance(data, dict):
+        kind = "empty" if data is None else f"a {type(data).__name__}"
+        raise UsageError(f"kubeconfig {path} is {kind}, not a mapping with clusters, users and contexts")
+
+
 def load_configuration(
     *, kubeconfig: str | None, context: str | None, namespace: str | None
 ) -> tuple[Any, str]:
@@ -41,8 +64,8 @@ def load_configuration(
         namespace: ``-n``, or ``None``.
 
     Raises:
-        UsageError: the kubeconfig is missing or unreadable, names no such context, or there is no
-            configuration at all (exit 2).
+        UsageError: the kubeconfig is missing, unreadable, not YAML or not a mapping, names no
+            such context, or there is no configuration at all (exit 2).
         ClusterError: the in-cluster configuration is unusable (exit 3).
     """
     try:
@@ -58,6 +81,7 @@ def load_configuration(
     if path:
         if not Path(path).is_file():
             raise UsageError(f"kubeconfig {path} does not exist")
+        _check_parses(path)
         try:
             contexts, active = config.list_kube_config_contexts(config_file=path)
             chosen = active
@@ -78,7 +102,7 @@ def load_configuration(
             )
         except ConfigException as exc:
             raise UsageError(f"kubeconfig {path}: {exc}") from exc
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise UsageError(f"cannot read kubeconfig {path}: {exc}") from exc
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:

@@ -53,7 +53,8 @@ def select_pods(
     """The job's pods for ``logs``: by default the Master's (else every pod of the job).
 
     Raises:
-        ClusterError: no such pods (reason ``NotFound``), or the API failed.
+        ClusterError: no such pods (reason ``NotFound``); then the job is read, so that a missing
+            job or a missing PyTorchJob CRD is reported as such; or the API failed.
     """
     if replica is None and index is None:
         pods = cluster.list_pods(job_selector(name, "master"))
@@ -62,10 +63,16 @@ def select_pods(
     else:
         pods = cluster.list_pods(job_selector(name, replica or None, index))
     if not pods:
+        # say why when we can: no PyTorchJob CRD, or no such job (as status and delete say)
+        try:
+            cluster.get_job(name)
+        except ClusterError as exc:
+            if exc.status != 403:  # may list pods but not read jobs: keep the general message
+                raise
         what = f" {replica or 'any replica'}" + (f" index {index}" if index is not None else "")
         raise ClusterError(
             f'no pods of job "{name}" ({what.strip()}) in namespace "{cluster.namespace}": '
-            "the job may not exist, not have started, or its pods were cleaned up",
+            "the job has not started them yet, or its pods were cleaned up",
             status=404,
             reason="NotFound",
         )

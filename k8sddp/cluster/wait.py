@@ -113,7 +113,7 @@ def wait_for_job(
     if not state.final:
         progress.finish(state)
         raise WaitTimeoutError(
-            f'gave up waiting for job "{name}" after {timeout:g} s; it is {state.condition}'
+            f'gave up waiting for job "{name}" after {round(timeout or 0.0, 1):g} s; it is {state.condition}'
             + (f" ({state.reason})" if state.reason else "")
         )
     progress.finish(state)

@@ -5,6 +5,7 @@ the one place they become a :class:`k8sddp.cluster.client.Cluster`.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from ..cluster.client import Cluster
 
-__all__ = ["add_cluster_flags", "connect", "parse_duration"]
+__all__ = ["add_cluster_flags", "connect", "parse_count", "parse_duration", "parse_seconds"]
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +47,7 @@ def parse_duration(text: str) -> float:
     """``"90"`` or ``"90s"`` -> 90.0; ``"10m"``, ``"1h30m"``, ``"500ms"`` as kubectl's durations.
 
     Raises:
-        argparse.ArgumentTypeError: not a positive duration.
+        argparse.ArgumentTypeError: not a positive, finite duration (``nan`` and ``inf`` too).
     """
     text = text.strip()
     try:
@@ -60,8 +61,38 @@ def parse_duration(text: str) -> float:
             pos = m.end()
         if pos != len(text) or not text:
             raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90, 90s, 10m, 1h)") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: the duration must be positive")
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the duration must be positive and finite")
+    return value
+
+
+def parse_seconds(text: str) -> float:
+    """A finite number of seconds >= 0 (``--restart-backoff``): ``"0"``, ``"2.5"``.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, negative, ``nan`` or ``inf``.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be finite and >= 0")
+    return value
+
+
+def parse_count(text: str) -> int:
+    """A whole number >= 0 (``--max-restarts``).
+
+    Raises:
+        argparse.ArgumentTypeError: not an integer, or negative.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 0")
     return value
 
 

@@ -15,8 +15,15 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import UsageError, ValidationError
-from ._clusterflags import add_cluster_flags, parse_duration
+from ..errors import K8sddpError, UsageError, ValidationError
+from ._clusterflags import add_cluster_flags, parse_count, parse_duration, parse_seconds
+
+
+def _plain(text: str) -> str:
+    """``text`` without reST markup (``:mod:`x``` -> x, double back-quotes dropped), for ``--help``."""
+    import re
+
+    return re.sub(r":\w+:`([^`]+)`", r"\1", text).replace("``", "")
 
 
 def register(subparsers: Any) -> None:
@@ -24,7 +31,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "submit",
         help="validate and submit PyTorchJobs to a cluster (or run them locally with --local)",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=_plain(__doc__.split("\n\n")[1]) if __doc__ else None,
     )
     p.add_argument("inputs", nargs="+", metavar="SPEC_OR_MANIFEST", help="DDPJob spec or rendered manifest; - for stdin")
     p.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (specs only)")
@@ -38,9 +45,9 @@ def register(subparsers: Any) -> None:
     local = p.add_argument_group("local run")
     local.add_argument("--local", action="store_true", help="run the job on this machine as the operator would")
     local.add_argument("--local-dir", default=None, help="where persistent volumes and logs of a local run go (default: ./.k8sddp-local/<job>)")
-    local.add_argument("--max-restarts", type=int, default=10, help="local runner's own cap on pod restarts (default 10)")
+    local.add_argument("--max-restarts", type=parse_count, default=10, help="local runner's own cap on pod restarts (default 10)")
     local.add_argument(
-        "--restart-backoff", type=float, default=None,
+        "--restart-backoff", type=parse_seconds, default=None,
         help="seconds before the first in-place restart under OnFailure/Always (kubelet: 10, doubling to 300)",
     )
     p.set_defaults(handler=run)
@@ -67,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("standard input (-) can be given once")
     try:
         sub = load_inputs(args.inputs, sets=args.set, profile=args.profile)
+        _check_duplicates(sub.jobs, args.namespace)
         if args.local:
             return _run_local(args, sub)
         return _run_cluster(args, sub)
@@ -75,14 +83,44 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
+def _check_duplicates(jobs: list[dict[str, Any]], namespace: str | None) -> None:
+    """Refuse the same job (namespace and name) twice in one input, before anything is created.
+
+    Raises:
+        UsageError: exit 2, naming the job.
+    """
+    seen: set[tuple[str, str]] = set()
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        name = meta.get("name")
+        if not name:  # generateName: the server picks distinct names
+            continue
+        key = (str(meta.get("namespace") or namespace or ""), str(name))
+        if key in seen:
+            where = f' in namespace "{key[0]}"' if key[0] else ""
+            raise UsageError(f'job "{name}"{where} appears twice in the input; nothing was submitted')
+        seen.add(key)
+
+
 def _check_namespaces(jobs: list[dict[str, Any]], namespace: str | None) -> None:
     for job in jobs:
         own = (job.get("metadata") or {}).get("namespace")
         if namespace and own and own != namespace:
             name = job["metadata"].get("name", "?")
             raise UsageError(
-                f'job "{name}" says namespace "{own}" but -n says "{namespace}"; drop one of them'
+                f'job "{name}" says namespace "{own}" but -n says "{namespace}"; drop one of them '
+                f"(for a DDPJob spec: --set metadata.namespace={namespace})"
             )
+
+
+def _note_skipped(sub: Any) -> None:
+    """Name the objects of the input other than PyTorchJobs, which submit does not create or run."""
+    if sub.configmaps or sub.other:
+        skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
+        sys.stderr.write(
+            "note: submit creates PyTorchJobs only; also in the input (used for validation, not created): "
+            + ", ".join(skipped) + "\n"
+        )
 
 
 def _run_local(args: argparse.Namespace, sub: Any) -> int:
@@ -90,6 +128,9 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
 
     if args.dry_run == "server" or args.replace or args.output:
         raise UsageError("--local runs on this machine: --dry-run=server, --replace and -o do not apply")
+    if args.kubeconfig or args.context:
+        raise UsageError("--local runs on this machine and contacts no cluster: --kubeconfig and --context do not apply")
+    _check_namespaces(sub.jobs, args.namespace)
     if args.max_restarts < 0:
         raise UsageError("--max-restarts must be >= 0")
     validate_submission(sub, profile=args.profile, namespace=args.namespace or "default")
@@ -97,7 +138,9 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
         from ..cluster.output import format_objects
 
         sys.stdout.write(format_objects(sub.jobs, None, dry_run="client"))
+        _note_skipped(sub)
         return 0
+    _note_skipped(sub)
     from ..local.runner import LocalOptions, run_jobs
 
     options = LocalOptions(
@@ -145,25 +188,49 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
 
     if args.dry_run == "client" or cluster is None:
         sys.stdout.write(format_objects(sub.jobs, args.output, dry_run="client"))
+        _note_skipped(sub)
         return 0
-    results = []
+    results: list[dict[str, Any]] = []
+    verbs: list[str] = []  # "replaced" only where an old job was deleted
     for job in sub.jobs:
-        if args.replace:
-            results.append(cluster.replace_job(job, timeout=args.timeout or 120.0))
-        else:
-            results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
+        try:
+            if args.replace:
+                obj, existed = cluster.replace_job(job, timeout=args.timeout or 120.0)
+                results.append(obj)
+                verbs.append("replaced" if existed else "created")
+            else:
+                results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
+                verbs.append("created")
+        except K8sddpError:
+            if results:  # like kubectl: the jobs before the failing one stay
+                _print_results(results, verbs, args)
+                names = ", ".join(r["metadata"].get("name", "?") for r in results)
+                sys.stderr.write(f"note: {len(results)} job(s) before the failure were created and stay: {names}\n")
+            raise
+    _print_results(results, verbs, args)
     verb = "replaced" if args.replace else "created"
-    sys.stdout.write(format_objects(results, args.output, verb=verb, dry_run=args.dry_run))
-    sys.stdout.flush()
-    if sub.configmaps or sub.other:
-        skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
+    elsewhere = sorted({str(r["metadata"].get("namespace")) for r in results
+                        if r["metadata"].get("namespace") not in (None, cluster.namespace)})
+    if elsewhere:
         sys.stderr.write(
-            "note: submit creates PyTorchJobs only; also in the input (used for validation, not created): "
-            + ", ".join(skipped) + "\n"
+            f'note: {verb} in namespace {", ".join(elsewhere)} (named in the input), not in "{cluster.namespace}": '
+            f"pass -n {elsewhere[0]} to status, logs and delete\n"
         )
+    _note_skipped(sub)
     if not args.wait:
         return 0
     return _wait_all(args, cluster, results)
+
+
+def _print_results(results: list[dict[str, Any]], verbs: list[str], args: argparse.Namespace) -> None:
+    from ..cluster.output import format_objects
+
+    if args.output:
+        sys.stdout.write(format_objects(results, args.output, dry_run=args.dry_run))
+    else:
+        for obj, verb in zip(results, verbs, strict=True):
+            sys.stdout.write(format_objects([obj], None, verb=verb, dry_run=args.dry_run))
+    sys.stdout.flush()
 
 
 def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, Any]]) -> int:
@@ -177,6 +244,11 @@ def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, An
     for obj in results:
         meta = obj["metadata"]
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        wait_for_job(cluster.with_namespace(meta.get("namespace") or cluster.namespace), meta["name"],
-                     timeout=left, progress=progress)
+        try:
+            wait_for_job(cluster.with_namespace(meta.get("namespace") or cluster.namespace), meta["name"],
+                         timeout=left, progress=progress)
+        except KeyboardInterrupt:
+            sys.stderr.write(f'\nstopped waiting; job "{meta["name"]}" keeps running on the cluster '
+                             f"(k8sddp delete {meta['name']} stops it)\n")
+            raise
     return 0

@@ -112,5 +112,5 @@ class Messages:
     def local_cap(self, cap: int) -> tuple[str, str]:
         """Condition Failed: the local runner's own restart cap (``--max-restarts``)."""
         return "LocalRestartCapReached", (
-            f"local run of {self.name} stopped after {cap} pod restarts (--max-restarts; the operator has no such cap)"
+            f"local run of {self.name} stopped after {cap} pod restart{'' if cap == 1 else 's'} (--max-restarts; the operator has no such cap)"
         )

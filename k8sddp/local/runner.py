@@ -14,6 +14,12 @@ Fails with reason ``LocalRestartCapReached``), and ``timeout`` seconds (then
 :class:`WaitTimeoutError`, exit 5). When the job ends, pods still running are stopped (SIGTERM,
 then SIGKILL after ``terminationGracePeriodSeconds``): a local run leaves no process behind,
 whatever ``cleanPodPolicy`` says.
+
+SIGINT (Ctrl-C) or SIGTERM to k8sddp stops every pod the same way (each with its own
+``terminationGracePeriodSeconds``; a second signal kills them at once), marks the job Failed with
+reason ``Stopped``, writes the final ``status.json`` and ends with :class:`StoppedError` (exit 130
+or 143). If k8sddp itself is killed (SIGKILL), a watcher process (:mod:`k8sddp.local.reaper`)
+kills the pods.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -33,10 +40,11 @@ import time
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from ..errors import JobFailedError, UsageError, WaitTimeoutError
+from ..errors import JobFailedError, StoppedError, UsageError, WaitTimeoutError
 from ..jobstatus import JobState, Progress, job_state
 from .podspec import PodPlan, build_pods, free_port
 from .policy import POLICIES, Action, Messages, decide, exit_code, kubelet_backoff
+from .reaper import Reaper
 
 __all__ = ["LocalJob", "LocalOptions", "run_jobs"]
 
@@ -99,9 +107,15 @@ class LocalJob:
         self.job = job
         self.name = str((job.get("metadata") or {}).get("name") or "job")
         self.options = options
+        backoff = options.restart_backoff
+        if backoff is not None and not (math.isfinite(backoff) and backoff >= 0):
+            raise UsageError(f"restart back-off must be finite and >= 0 seconds, not {backoff!r}")
+        if options.timeout is not None and not (math.isfinite(options.timeout) and options.timeout > 0):
+            raise UsageError(f"timeout must be finite and > 0 seconds, not {options.timeout!r}")
         self.dir = Path(options.local_dir or Path(".k8sddp-local") / self.name).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "logs").mkdir(exist_ok=True)
+        self.reused = _previous_files(self.dir / "pvc")
         for rtype, rspec in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
             policy = str((rspec or {}).get("restartPolicy") or "OnFailure")
             if policy not in POLICIES:
@@ -122,6 +136,14 @@ class LocalJob:
         self._out_lock = threading.Lock()
         self.start_time = _now()
         self.completion_time: str | None = None
+        self._reaper: Reaper | None = None
+        self._ever_running = False
+        if self.reused:
+            self.progress.event(
+                f"{self.name}: note: {self.dir / 'pvc'} keeps {self.reused} file(s) of a previous run, as a PVC "
+                f"would: the job resumes from its checkpoints there. For a fresh start delete {self.dir} "
+                "or pass another --local-dir"
+            )
 
     # -- conditions (the operator's setCondition / filterOutCondition) -----------------------------
     def _set_condition(self, ctype: str, reason: str, message: str) -> None:
@@ -206,6 +228,8 @@ class LocalJob:
             pod.last_exit = 127 if isinstance(exc, FileNotFoundError) else 126
             self._on_exit(pod, pod.last_exit)
             return
+        if self._reaper is not None:
+            self._reaper.add(pod.proc.pid)
         pod.phase = "Running"
         assert pod.proc.stdout is not None
         pod.reader = threading.Thread(target=self._pump, args=(pod.plan.name, pod.proc.stdout, log), daemon=True)
@@ -246,6 +270,8 @@ class LocalJob:
         if pod.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pod.proc.pid, signal.SIGKILL)
+            if self._reaper is not None:
+                self._reaper.discard(pod.proc.pid)
         if pod.reader is not None:
             pod.reader.join(timeout=5)
             pod.reader = None
@@ -257,9 +283,14 @@ class LocalJob:
 
     def _on_exit(self, pod: _Pod, code: int) -> None:
         pod.last_exit = code
+        with contextlib.suppress(OSError), (self.dir / "logs" / f"{pod.plan.name}.log").open("ab") as log:
+            log.write(f"--- exited with code {code} at {_now()} ---\n".encode())
         rtype = pod.plan.replica_type
         action = decide(pod.plan.restart_policy, code)
-        self.progress.event(f"{pod.plan.name}: exited with code {code} ({pod.plan.restart_policy}: {action.value})")
+        label = action.value
+        if self.backoff_limit == 0 and action in (Action.RECREATE, Action.RESTART_IN_PLACE):
+            label = "no restart, backoffLimit 0"
+        self.progress.event(f"{pod.plan.name}: exited with code {code} ({pod.plan.restart_policy}: {label})")
         if action is Action.SUCCEEDED:
             pod.phase = "Succeeded"
             return
@@ -316,10 +347,13 @@ class LocalJob:
 
     def _check_running(self) -> None:
         all_up = all(p.phase in ("Running", "Succeeded") for p in self.pods)
-        first = not any(c["type"] == "Running" for c in self.conditions) and any(
+        # the first Running comes with the Master (as the operator sets it); after a Restarting,
+        # Running returns only once every pod runs again
+        first = not self._ever_running and any(
             p.phase == "Running" and (p.plan.replica_type == "Master" or not self.has_master) for p in self.pods
         )
         if (all_up or first) and any(p.phase == "Running" for p in self.pods):
+            self._ever_running = True
             self._set_condition("Running", *self.msg.running())
 
     # -- main loop -------------------------------------------------------------------------------
@@ -332,17 +366,24 @@ class LocalJob:
         Raises:
             JobFailedError: the job Failed (exit 4).
             WaitTimeoutError: ``timeout`` passed (exit 5); every pod is stopped first.
+            StoppedError: SIGINT or SIGTERM to this process (exit 130 or 143); every pod is
+                stopped first and the job marked Failed (reason ``Stopped``).
         """
         start = time.monotonic()
-        previous = None
+        previous: dict[int, Any] = {}
         if threading.current_thread() is threading.main_thread():
-            # SIGTERM to k8sddp stops the pods too (they run in sessions of their own)
-            previous = signal.signal(signal.SIGTERM, _interrupt)
+            # the pods run in sessions of their own: signals to k8sddp reach them through us
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[int(sig)] = signal.signal(sig, _interrupt)
+        self._reaper = Reaper()
         try:
             return self._run(start)
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            for num, handler in previous.items():
+                signal.signal(num, handler)
+            if self._reaper is not None:
+                self._reaper.close()
+            self._reaper = None
 
     def _run(self, start: float) -> JobState:
         self._set_condition("Created", *self.msg.created())
@@ -375,8 +416,10 @@ class LocalJob:
                     self._check_running()
                 self.progress.update(self.state(), self._pod_lines())
                 time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt as exc:
+            self._stopped(getattr(exc, "signum", signal.SIGINT))
         except BaseException:
-            self._stop_all(grace=2.0)
+            self._stop_all(grace=None)
             raise
         # The job is over: give pods that are finishing on their own a moment, then stop the rest.
         state = self.state()
@@ -388,10 +431,36 @@ class LocalJob:
                     pod.phase = "Succeeded"
             state = self.state()
         self._write_status()
+        self.progress.update(state, self._pod_lines())
         self.progress.finish(state)
         if state.condition == "Failed":
             raise JobFailedError(f'job "{self.name}" Failed ({state.reason}): {state.message}')
         return state
+
+    def _stopped(self, signum: int) -> None:
+        """Stop every pod after SIGINT/SIGTERM, record the end, raise :class:`StoppedError`."""
+        name = signal.Signals(signum).name
+        running = [p for p in self.pods if p.proc is not None and p.proc.poll() is None]
+        names = ", ".join(p.plan.name for p in running) or "none was running"
+        graces = sorted({p.plan.grace_seconds for p in running})
+        grace = f"; grace {'/'.join(f'{g:g}' for g in graces)} s (terminationGracePeriodSeconds)" if graces else ""
+        self.progress.event(f"{self.name}: {name}: stopping {len(running)} pod(s): {names}{grace}; "
+                            "a second signal kills them at once")
+        try:
+            self._stop_all(grace=None)
+        except KeyboardInterrupt:
+            self.progress.event(f"{self.name}: second signal: killing the pods now")
+            self._stop_all(grace=0.0)
+        for pod in self.pods:
+            if pod.phase in ("Running", "Pending", "BackOff"):
+                pod.phase = "Failed"
+        self._fail(("Stopped", f"local run of {self.name} was stopped by {name} to k8sddp"))
+        self._write_status()
+        state = self.state()
+        self.progress.update(state, self._pod_lines())
+        self.progress.finish(state)
+        raise StoppedError(f'job "{self.name}" stopped by {name}: stopped {len(running)} pod(s) ({names}); '
+                           f"final status in {self.dir / 'status.json'}", signum=signum)
 
     def _stop_all(self, *, grace: float | None, settle: float = 0.0) -> None:
         end = time.monotonic() + settle
@@ -399,7 +468,8 @@ class LocalJob:
             if pod.proc is not None and pod.proc.poll() is None and settle > 0:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     pod.proc.wait(timeout=max(0.0, end - time.monotonic()))
-        threads = [threading.Thread(target=self._stop, args=(p,), kwargs={"grace": grace}) for p in self.pods]
+        threads = [threading.Thread(target=self._stop, args=(p,), kwargs={"grace": grace}, daemon=True)
+                   for p in self.pods]
         for t in threads:
             t.start()
         for t in threads:
@@ -409,8 +479,21 @@ class LocalJob:
                 self._reap(pod)
 
 
+def _previous_files(pvc: Path) -> int:
+    """How many files the local "PVCs" under ``pvc`` already hold (0 when there are none)."""
+    if not pvc.is_dir():
+        return 0
+    return sum(1 for p in pvc.rglob("*") if p.is_file())
+
+
+class _Signalled(KeyboardInterrupt):
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
+    raise _Signalled(signum)
 
 
 def run_jobs(jobs: list[dict[str, Any]], *, configmaps: list[dict[str, Any]], options: LocalOptions) -> int:

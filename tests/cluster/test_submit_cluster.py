@@ -100,6 +100,12 @@ def test_already_exists_suggests_replace_and_replace_recreates(cli, api: FakeApi
     assert len(jobs) == 1 and jobs[0]["metadata"]["uid"] != old["metadata"]["uid"]
     deletes = [r for r in api.requests if r["method"] == "DELETE"]
     assert deletes and deletes[0]["query"]["propagationPolicy"] == "Foreground"
+    # --replace where no job of that name exists: plainly created, and said so
+    api.delete_delay = 0.0
+    fresh = manifest.parent / "fresh.yaml"
+    fresh.write_text(manifest.read_text().replace("name: demo\n", "name: fresh\n", 1))
+    res = run_submit(cli, kubeconfig, "--replace", str(fresh))
+    assert res.code == 0 and res.out == "pytorchjob.kubeflow.org/fresh created\n", (res.out, res.err)
 
 
 def test_missing_crd_names_the_training_operator(cli, api: FakeApiServer, kubeconfig: Path, manifest: Path) -> None:
@@ -108,6 +114,11 @@ def test_missing_crd_names_the_training_operator(cli, api: FakeApiServer, kubeco
     assert res.code == 3
     assert "Kubeflow training operator" in res.err and "kubeflow.org/v1" in res.err
     assert "Traceback" not in res.err
+    res = cli("logs", "demo", "--kubeconfig", str(kubeconfig))  # as status and delete say
+    assert res.code == 3 and "Kubeflow training operator" in res.err
+    api.crd_installed = True
+    res = cli("logs", "nope", "--kubeconfig", str(kubeconfig))
+    assert res.code == 3 and 'pytorchjobs.kubeflow.org "nope" not found in namespace "ml"' in res.err
 
 
 def test_forbidden_names_verb_resource_namespace(cli, api: FakeApiServer, kubeconfig: Path, manifest: Path) -> None:

@@ -100,6 +100,7 @@ def test_exit_code_retryable_recreates_the_pod_until_success(tmp_path: Path) -> 
     assert status["replicaStatuses"]["Master"]["succeeded"] == 1
     log = (tmp_path / "run" / "logs" / "lj-master-0.log").read_text()
     assert log.count("--- lj-master-0 attempt") == 3
+    assert "--- exited with code 143 at" in log and "--- exited with code 137 at" in log
     # only the failed pod is recreated; its peer keeps its one process
     assert (tmp_path / "run" / "logs" / "lj-worker-0.log").read_text().count("--- lj-worker-0 attempt") == 1
     assert all(p.proc is not None and not alive(p.proc.pid) for p in lj.pods)
@@ -176,27 +177,100 @@ def test_submit_local_cli(cli, tmp_path: Path) -> None:
     assert res.code == 1 and "KDP201" in res.err
 
 
-def test_sigterm_to_k8sddp_stops_every_pod(tmp_path: Path) -> None:
-    import signal
+# Each pod writes its pid and its child's pid on the "PVC", then sleeps (the child too).
+SLEEP_WITH_CHILD = (
+    "import os, pathlib, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+    "pathlib.Path(os.environ['STATE'], os.environ['POD'] + '.pid').write_text(f'{os.getpid()} {child.pid}')\n"
+    "time.sleep(120)")
+
+
+def start_runner(tmp_path: Path) -> tuple[Any, list[int]]:
+    """``k8sddp submit --local`` of a 2-pod job in a subprocess; its process and the 4 pod pids."""
     import subprocess
     import sys
 
-    sleeper = ("import os, pathlib, time\n"
-               "pathlib.Path(os.environ['STATE'], os.environ['POD'] + '.pid').write_text(str(os.getpid()))\n"
-               "time.sleep(120)")
     path = tmp_path / "job.yaml"
-    path.write_text(yaml.safe_dump(with_pod_env(pytorchjob(sleeper, sleeper))))
+    path.write_text(yaml.safe_dump(with_pod_env(pytorchjob(SLEEP_WITH_CHILD, SLEEP_WITH_CHILD))))
     state = tmp_path / "run" / "pvc" / "state"
     proc = subprocess.Popen([sys.executable, "-m", "k8sddp", "submit", "--local", "--local-dir",
-                             str(tmp_path / "run"), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             str(tmp_path / "run"), str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
     deadline = time.monotonic() + 60
+
     def written() -> list[str]:
         return [t for t in (p.read_text() for p in state.glob("*.pid")) if t]
 
     while len(written()) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
-    pids = [int(t) for t in written()]
-    assert len(pids) == 2
+    pids = [int(x) for t in written() for x in t.split()]
+    assert len(pids) == 4
+    return proc, pids
+
+
+def gone(pids: list[int], within: float = 20.0) -> list[int]:
+    deadline = time.monotonic() + within
+    while (left := [pid for pid in pids if alive(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_sigterm_to_k8sddp_stops_every_pod(tmp_path: Path) -> None:
+    import signal
+
+    proc, pids = start_runner(tmp_path)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=60) == 130
-    assert not [pid for pid in pids if alive(pid)]
+    assert proc.wait(timeout=60) == 143  # 128 + SIGTERM
+    err = proc.stderr.read()
+    assert not gone(pids)
+    assert "SIGTERM: stopping 2 pod(s): lj-master-0, lj-worker-0; grace 5 s" in err
+    assert 'job "lj" stopped by SIGTERM' in err
+    status = json.loads((tmp_path / "run" / "status.json").read_text())["status"]
+    failed = [c for c in status["conditions"] if c["type"] == "Failed"]
+    assert failed and failed[0]["reason"] == "Stopped" and "completionTime" in status
+    assert not [c for c in status["conditions"] if c["type"] == "Running" and c["status"] == "True"]
+
+
+def test_sigkill_to_k8sddp_still_kills_every_pod(tmp_path: Path) -> None:
+    import signal
+
+    proc, pids = start_runner(tmp_path)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    left = gone(pids)
+    for pid in left:  # do not leave them behind if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def test_a_previous_runs_volume_is_reported_as_resumed(tmp_path: Path) -> None:
+    def build() -> str:
+        err = io.StringIO()
+        LocalJob(with_pod_env(pytorchjob(counter(0), counter(0))), configmaps=[], options=LocalOptions(
+            local_dir=str(tmp_path / "run"), progress=Progress(err, tty=False)))
+        return err.getvalue()
+
+    assert "previous run" not in build()
+    ckpt = tmp_path / "run" / "pvc" / "state" / "ckpt-000000048.pt"
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    ckpt.write_bytes(b"x")
+    text = build()
+    assert "keeps 1 file(s) of a previous run" in text and "resumes from its checkpoints" in text
+    assert f"delete {tmp_path / 'run'}" in text
+
+
+def test_running_returns_after_restarting_only_when_every_pod_runs(tmp_path: Path) -> None:
+    err = io.StringIO()
+    lj = LocalJob(with_pod_env(pytorchjob(counter(0), counter(0))), configmaps=[], options=LocalOptions(
+        local_dir=str(tmp_path / "run"), progress=Progress(err, tty=False)))
+    master, worker = lj.pods
+    master.phase = worker.phase = "Running"
+    lj._check_running()
+    assert lj.state().condition == "Running"
+    worker.phase = "Pending"  # the worker was recreated
+    lj._set_condition("Restarting", *lj.msg.restarting("Worker"))
+    lj._check_running()
+    assert lj.state().condition == "Restarting"
+    worker.phase = "Running"
+    lj._check_running()
+    assert lj.state().condition == "Running"
