@@ -74,7 +74,7 @@ _NON_WS = "[^" + WHITESPACE + "]"
 
 def cel_string(text: str) -> str:
     """``text`` as a single-quoted CEL string literal: backslash and quote escaped, control
-    characters and non-space whitespace as ``\\uXXXX`` (the YAML stays printable)."""
+    characters and non-space whitespace as ``\\u`` escapes with four hex digits (the YAML stays printable)."""
     out = []
     for ch in text:
         if ch == "\\":

@@ -10,6 +10,7 @@ its arguments. Tables: :mod:`k8sddp.lint.knowledge`.
 
 from __future__ import annotations
 
+import abc
 import ast
 import dataclasses
 import os
@@ -107,9 +108,10 @@ class CallMixin(ExprEval):
     param_io: set[tuple[str, str]]
     file_objects: set[str]
 
-    def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:  # pragma: no cover
+    @abc.abstractmethod
+    def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
         """Record an event (see :class:`~k8sddp.lint.events.Event`)."""
-        raise NotImplementedError
+        ...
 
     # -- project functions -------------------------------------------------------------------
     def resolve_target(self, func: ast.expr) -> tuple[FuncInfo | None, bool]:

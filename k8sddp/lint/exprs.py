@@ -8,6 +8,7 @@ comparisons turn a rank into "am I rank 0", and calls are classified by :mod:`k8
 
 from __future__ import annotations
 
+import abc
 import ast
 import dataclasses
 from typing import TYPE_CHECKING
@@ -102,7 +103,7 @@ def env_name(node: ast.expr) -> str | None:
     return None
 
 
-class ExprEval:
+class ExprEval(abc.ABC):
     """Expression evaluation; the walker subclass supplies the state used here."""
 
     func: FuncInfo
@@ -111,21 +112,25 @@ class ExprEval:
     locals_: set[str]
 
     # supplied by the walker
-    def global_val(self, name: str) -> Val:  # pragma: no cover - overridden
+    @abc.abstractmethod
+    def global_val(self, name: str) -> Val:
         """The value of module global ``name`` as the module body left it."""
-        raise NotImplementedError
+        ...
 
-    def class_attr(self, attr: str) -> Val | None:  # pragma: no cover - overridden
+    @abc.abstractmethod
+    def class_attr(self, attr: str) -> Val | None:
         """The value methods of the enclosing class store in ``self.<attr>``, if any."""
-        raise NotImplementedError
+        ...
 
-    def call(self, node: ast.Call) -> Val:  # pragma: no cover - overridden
+    @abc.abstractmethod
+    def call(self, node: ast.Call) -> Val:
         """The value of a call (and its effects: events, in-place results)."""
-        raise NotImplementedError
+        ...
 
-    def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:  # pragma: no cover
+    @abc.abstractmethod
+    def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:
         """Bind ``target`` to ``val``."""
-        raise NotImplementedError
+        ...
 
     # -- names -----------------------------------------------------------------------------
     def lookup(self, node: ast.expr) -> Val | None:
