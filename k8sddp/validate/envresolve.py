@@ -70,6 +70,16 @@ class ConfigMapIndex:
             namespace = self.default_namespace
         return self._maps.get((namespace, name))
 
+    def elsewhere(self, namespace: str | None, name: str) -> str:
+        """For a message: ``" (the input has it in namespace 'b')"`` when a ConfigMap ``name``
+        exists only in other namespaces (a pod reads ConfigMaps of its own namespace only)."""
+        if not isinstance(namespace, str) or not namespace:
+            namespace = self.default_namespace
+        others = sorted(str(ns) for ns, n in self._maps if n == name and ns != namespace and ns is not None)
+        if not others:
+            return ""
+        return f" (the input has it in namespace {', '.join(repr(o) for o in others)}; a pod reads its own namespace only)"
+
     def __len__(self) -> int:
         return len(self._maps)
 
@@ -85,7 +95,7 @@ def _value_from(ref: Any, namespace: str | None, cms: ConfigMapIndex) -> EnvValu
         where = f"key {key!r} of ConfigMap {cm_name!r} (valueFrom)"
         data = cms.get(namespace, str(cm_name))
         if data is None:
-            return EnvValue(None, where, f"ConfigMap {cm_name!r} is not in the input")
+            return EnvValue(None, where, f"ConfigMap {cm_name!r} is not in the input{cms.elsewhere(namespace, str(cm_name))}")
         if isinstance(key, str) and key in data:
             return EnvValue(data[key], where)
         if cm_ref.get("optional"):
@@ -136,7 +146,7 @@ def effective_env(container: Mapping[str, Any], namespace: str | None, cms: Conf
                     result[prefix + key] = EnvValue(value, f"ConfigMap {cm_name!r} (envFrom)")
                     opaque_at[prefix + key] = len(opaque)
                 continue
-            opaque.append((f"ConfigMap {cm_name!r} (envFrom), which is not in the input", prefix))
+            opaque.append((f"ConfigMap {cm_name!r} (envFrom), which is not in the input{cms.elsewhere(namespace, cm_name)}", prefix))
             continue
         secret_ref = source.get("secretRef")
         name = secret_ref.get("name") if isinstance(secret_ref, _MAPPING) else None
