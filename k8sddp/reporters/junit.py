@@ -21,7 +21,7 @@ is a green test rather than an empty report (which some consumers treat as an er
 
 Text goes through :mod:`xml.etree.ElementTree`, which escapes ``& < > "``; characters XML 1.0
 cannot carry at all (C0 controls other than tab, newline and carriage return, lone surrogates,
-U+FFFE/U+FFFF) are replaced by ``\\uXXXX`` escapes first.
+U+FFFE/U+FFFF) are replaced by ``\\u`` escapes (four hex digits) first.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]
 
 
 def xml_safe(text: str) -> str:
-    """``text`` with every character XML 1.0 forbids replaced by a visible ``\\uXXXX`` escape."""
+    """``text`` with every character XML 1.0 forbids replaced by a visible ``\\u`` escape (four hex digits)."""
     return _INVALID_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
