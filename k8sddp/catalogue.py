@@ -22,7 +22,7 @@ from .findings import Severity
 __all__ = ["CATALOGUE_VERSION", "LAYERS", "PROFILES", "RULES", "Rule", "get_rule", "rules_for"]
 
 #: Bumped whenever a rule is added, removed or changes meaning; reported by the webhook.
-CATALOGUE_VERSION = "2026.11.2"
+CATALOGUE_VERSION = "2026.12.1"
 
 Layer = Literal["input", "structure", "baseline", "strict", "lint"]
 LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict", "lint")
@@ -106,6 +106,10 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP107", "enum-values", _E, "structure", "restartPolicy and cleanPodPolicy hold values the operator knows.",
          "The CRD has no enums: a typo passes the API server and the operator falls back to a default.",
          "Kubeflow common v1 types RestartPolicy and CleanPodPolicy"),
+    Rule("KDP110", "wrapped-template-unverifiable", _E, "structure",
+         "A Katib Experiment's trialTemplate.configMap names a ConfigMap the input holds, with the templatePath key, holding YAML.",
+         "Katib reads the trial's job from that ConfigMap at run time: when the input lacks it, the job inside is never checked, so its guards cannot be verified.",
+         "kubeflow/katib pkg/apis/controller/experiments/v1beta1/experiment_types.go (TrialTemplate.ConfigMap: configMapName, configMapNamespace, templatePath)"),
     # -- baseline --------------------------------------------------------------------------
     Rule("KDP201", "nccl-async-error-handling", _E, "baseline",
          "The pytorch container's effective TORCH_NCCL_ASYNC_ERROR_HANDLING (or, where absent, NCCL_ASYNC_ERROR_HANDLING) is 1 or 3.",

@@ -29,9 +29,17 @@ from __future__ import annotations
 # load validate first, whichever of the two is imported first.
 from .. import validate as _validate  # noqa: F401
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
-from .registry import kinds, lookup, lookup_wrapper, referenced_kinds, register, register_wrapper, skip_label
-from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
+from .registry import (
+    kinds,
+    lookup,
+    lookup_wrapper,
+    referenced_kinds,
+    register,
+    register_wrapper,
+    skip_label,
+)
+from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
 
 __all__ = [
     "PYTORCHJOB",

@@ -153,7 +153,7 @@ class KatibExperiment(Wrapper):
         ns = cm_ns if isinstance(cm_ns, str) and cm_ns else ctx.namespace
         data = ctx.objects.get(ns, str(cm_name))
         if data is None:
-            why = f"{where} is not in the input{ctx.objects.elsewhere(ns, str(cm_name))}"
+            why = f"{where} is not in the input{ctx.objects.elsewhere(ns, str(cm_name))}; add it to the input, or inline the job as trialTemplate.trialSpec"
         elif not isinstance(key, str) or key not in data:
             why = f"{where} has no key {key!r} (trialTemplate.configMap.templatePath)"
         else:
@@ -163,15 +163,14 @@ class KatibExperiment(Wrapper):
                 why = f"key {key!r} of {where} is not YAML: {str(exc).splitlines()[0]}"
             else:
                 return Unwrapped([Inner(path, _with_metadata(spec, ctx.namespace, trial_name), KATIB_PLACEHOLDER)])
-        message = f"the trial template cannot be checked: {why}; add the ConfigMap to the input, or inline it as trialTemplate.trialSpec"
-        return Unwrapped([], [RawFinding("KDP110", path, message)])
+        return Unwrapped([], [RawFinding("KDP110", path, f"the trial template cannot be checked: {why}")])
 
 
 def placeholder_type_finding(finding: RawFinding, value: str) -> RawFinding:
     """The finding for a template placeholder where the schema wants a non-string (an integer, an
     object): the structure finding, said to be about a placeholder. (The hook for the templates
     rule: replace this function's result to report it under that rule.)"""
-    return RawFinding(finding.rule_id, finding.path, f"{finding.message} (the value {value!r} is a template placeholder: check the trial as substituted)")
+    return RawFinding(finding.rule_id, finding.path, f"{finding.message} ({value!r} is a template placeholder where the CRD wants another type than a string: k8sddp checks the template, not the substituted object)")
 
 
 def placeholder_filter(inner: Inner, findings: list[RawFinding]) -> list[RawFinding]:

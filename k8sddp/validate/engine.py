@@ -10,17 +10,16 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from .. import kinds
 from ..catalogue import PROFILES, RULES
 from ..errors import UsageError
 from ..findings import Finding, Report
-from .. import kinds
 from ..kinds.wrappers import Inner
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
@@ -74,16 +73,12 @@ def _index_hints() -> tuple[bytes, ...]:
     return (b"ConfigMap", *sorted({k.encode() for _, k in kinds.referenced_kinds()}))
 
 
-def collect_configmaps(text: str, cms: ConfigMapIndex, *, is_json: bool = False) -> None:
-    """Add the ConfigMaps of a manifest text (and, for an :class:`ObjectIndex`, the objects of the
-    kinds it keeps) to ``cms`` (unreadable documents are skipped here; they are reported when the
-    file itself is checked)."""
+def collect_configmaps(text: str, cms: ObjectIndex, *, is_json: bool = False) -> None:
+    """Add the ConfigMaps of a manifest text, and the objects of the kinds ``cms`` keeps, to ``cms``
+    (unreadable documents are skipped here; they are reported when the file itself is checked)."""
     docs, _ = load_documents(text, is_json=is_json)
     for _, _, obj in _objects(docs):
-        if isinstance(cms, ObjectIndex):
-            if cms.wants(obj):
-                cms.add(obj)
-        elif isinstance(obj, Mapping) and obj.get("kind") == "ConfigMap" and obj.get("apiVersion") == "v1":
+        if cms.wants(obj):
             cms.add(obj)
 
 
@@ -92,7 +87,7 @@ def check_text(
     *,
     file: str,
     profile: str = "baseline",
-    configmaps: ConfigMapIndex | None = None,
+    configmaps: ObjectIndex | None = None,
     config: Config | None = None,
     is_json: bool | None = None,
 ) -> Report:
@@ -102,8 +97,8 @@ def check_text(
         text: YAML (one or more documents) or JSON.
         file: the name reported in findings.
         profile: ``baseline`` or ``strict`` (:data:`k8sddp.catalogue.PROFILES`).
-        configmaps: the whole input's ConfigMaps (an :class:`ObjectIndex` for referenced objects
-            too); ``None``: those of this text only.
+        configmaps: the whole input's ConfigMaps and referenced objects (:func:`new_index`);
+            ``None``: those of this text only.
         config: repository configuration (path exemptions), if any.
         is_json: parse as JSON; default: by the file's suffix.
 
@@ -152,7 +147,7 @@ class _Checker:
         report: Report,
         file: str,
         profile: str,
-        objects: ConfigMapIndex,
+        objects: ObjectIndex,
         config: Config | None,
         locator: Locator | None,
         namespace: str | None,
@@ -196,7 +191,7 @@ class _Checker:
             return
         meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
         ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else self.namespace
-        ctx = kinds.CheckContext(self.profile, self.objects, ns)  # type: ignore[arg-type]
+        ctx = kinds.CheckContext(self.profile, self.objects, ns)
         ref = f"{outer_ref}:{_object_ref(obj)}" if outer_ref else _object_ref(obj)
         granted, problems = annotation_exemptions(obj)
         granted = {**outer_granted, **granted}

@@ -57,7 +57,7 @@ class ObjectIndex(ConfigMapIndex):
         if key not in self.references or not isinstance(name, str):
             return
         ns = meta.get("namespace") if isinstance(meta, _MAPPING) and isinstance(meta.get("namespace"), str) and meta.get("namespace") else None
-        self._objects[(*key, ns or self.default_namespace, name)] = obj
+        self._objects[(key[0], key[1], ns or self.default_namespace, name)] = obj
 
     def lookup(self, group: str, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
         """The object ``group``/``kind`` named ``name`` in ``namespace`` (``None`` or ``""``: the
