@@ -42,10 +42,10 @@ from .registry import (
 from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
 
 __all__ = [
-    "PYTORCHJOB",
     "CheckContext",
     "Inner",
     "Kind",
+    "PYTORCHJOB",
     "PodTemplateView",
     "PyTorchJobKind",
     "StatusModel",

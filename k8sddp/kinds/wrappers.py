@@ -33,7 +33,7 @@ from ..validate.rawfinding import RawFinding
 from .base import CheckContext
 from .registry import register_wrapper
 
-__all__ = ["KATIB_PLACEHOLDER", "AppWrapper", "Inner", "KatibExperiment", "LegacyAppWrapper", "Unwrapped", "Wrapper", "placeholder_filter"]
+__all__ = ["AppWrapper", "Inner", "KATIB_PLACEHOLDER", "KatibExperiment", "LegacyAppWrapper", "Unwrapped", "Wrapper", "placeholder_filter"]
 
 #: Katib's template placeholders: ``${trialParameters.<name>}`` and the trial's own metadata
 #: ``${trialSpec.Name}``, ``${trialSpec.Namespace}``, ... (katib manifest/generator.go).
