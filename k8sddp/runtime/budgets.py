@@ -177,14 +177,14 @@ class BudgetLearner:
     # -- learning -------------------------------------------------------------------------------
     def update(self, *, force: bool = False) -> None:
         """Publish this rank's intervals, read every rank's, and set the learned budgets
-        (watchdog thread; rate-limited to one round per :data:`PUBLISH_EVERY_S`)."""
+        (watchdog thread; rate-limited to one round per :data:`PUBLISH_EVERY_S` unless
+        ``force``)."""
         now = time.monotonic()
         if not force and now < self._next:
             return
         self._next = now + PUBLISH_EVERY_S
         local = self._local()
-        if not force:
-            self._publish(local)
+        self._publish(local)
         merged = dict(local)
         for g, v in self._read(own=False).items():
             cur = merged.setdefault(g, {"longest_s": 0.0, "count": 0})
