@@ -143,7 +143,7 @@ def test_warm_up_then_kept_across_restarts_and_a_fire_doubles_k(tmp_path: Path) 
 def _launch(tmp_path: Path, artifacts: Path, name: str, timeout: float = 150, **env: str) -> tuple[int, Run]:
     cmd = [sys.executable, "-m", "k8sddp", "launch", "--", sys.executable, "-m", "torch.distributed.run",
            "--standalone", "--nnodes=1", "--nproc-per-node=2", str(SCRIPT)]
-    e = guard_env(artifacts, K8SDDP_WATCHDOG_TIMEOUT_SECONDS="2", **env)
+    e = guard_env(artifacts, **{"K8SDDP_WATCHDOG_TIMEOUT_SECONDS": "2", **env})
     run = Run(cmd, e, tmp_path / f"{name}.log")
     return run.wait(timeout), run
 
