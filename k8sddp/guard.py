@@ -65,9 +65,12 @@ def start(*, seed: int | None = None, code_version: str | None = None,
     if g is None:
         g = Guard(os.environ if env is None else env, mode="api").start()
         g.install_exit_records()
+        autoguard.install(g)  # the same torch hooks as zero-code mode (optimizer steps, batches)
         os.register_at_fork(after_in_child=g.after_fork_in_child)
         g.record_started(pid=os.getpid())
         _api = g
+    elif not g.active:  # stopped before (a framework's teardown): watch again
+        g.start()
     fields: dict[str, Any] = {}
     if seed is not None:
         fields["seed"] = int(seed)

@@ -67,6 +67,9 @@ BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 WORKER_VARS = ("TORCHELASTIC_RUN_ID", "LOCAL_RANK", "RANK")
 
 _guard: Guard | None = None
+#: Phases a batch or scaler beat may switch between; inside any other phase (``eval``,
+#: ``checkpoint``, a script's own) such beats keep that phase and its budget.
+_STEP_PHASES = ("init", "data", "step", "hook")
 
 
 def current() -> Guard | None:
@@ -149,7 +152,12 @@ class _Beats:
         self.g.hb.beat(self.step, "step")
 
     def progress(self, phase: str) -> None:
-        self.g.hb.beat(self.step, phase if self.started else "init")
+        hb = self.g.hb
+        if not self.started:
+            phase = "init"
+        elif hb.phase not in _STEP_PHASES:  # inside eval, checkpoint or a script's own phase
+            phase = hb.phase
+        hb.beat(self.step, phase)
 
 
 def _patch_optimizer(mod: ModuleType, beats: _Beats) -> None:

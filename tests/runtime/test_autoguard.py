@@ -214,3 +214,40 @@ def test_learned_budget_fires_sooner_and_says_so(tmp_path: Path, artifacts: Path
     assert hang["budget_source"] == "learned" and hang["budget_s"] < 20
     assert hang["learned"]["factor"] == 5.0 and hang["learned"]["intervals"] >= 20
     assert (artifacts / "budgets" / "learned-rank0.json").exists()
+
+
+# -- frameworks (real packages, CPU/gloo, a tiny local model) -----------------------------------
+FRAMEWORKS = [
+    ("lightning", "lit_train.py", "training_step", "lightning done"),
+    ("transformers", "hf_train.py", "forward", "transformers done"),
+    ("accelerate", "acc_train.py", "<module>", "accelerate done"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("package", "script", "function", "done"), FRAMEWORKS)
+def test_framework_runs_finish_and_their_stall_ends_142(
+        tmp_path: Path, package: str, script: str, function: str, done: str) -> None:
+    pytest.importorskip(package)
+    path = HERE / "zc" / script
+    for stall in ("0", "1"):
+        artifacts = tmp_path / f"artifacts-{stall}"
+        artifacts.mkdir()
+        cmd = [sys.executable, "-m", "k8sddp", "launch", "--", sys.executable, "-m",
+               "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2", str(path)]
+        env = guard_env(artifacts, K8SDDP_WATCHDOG_TIMEOUT_SECONDS="3", ZC_STALL=stall, ZC_RANK="1")
+        run = Run(cmd, env, tmp_path / f"{package}-{stall}.log")
+        rc = run.wait(240)
+        rd = run_dirs(artifacts)[0]
+        rec = run_record(rd)
+        assert rec["guard_mode"] == "autoguard"
+        if stall == "0":
+            assert rc == 0, run.output()[-3000:]
+            assert run.output().count(done) == 2
+            framework = load_json(rd / "started-rank0.json").get("framework")
+            assert framework == package
+            continue
+        assert rc == ec.HANG, run.output()[-3000:]
+        assert rec["suspected_stuck_ranks"] == [1], rec["ranks"]
+        stacks = (rd / "stacks-rank1.txt").read_text()
+        assert f'File "{path}", line ' in stacks and f"in {function}" in stacks
