@@ -146,13 +146,17 @@ class _Beats:
         key = id(optimizer)
         n = self.steps.get(key, 0) + 1
         self.steps[key] = n
-        if n > self.step:
-            self.step = n
+        hb = self.g.hb
+        # never lower the step: an explicit beat (guard.beat, a framework callback's global
+        # step after a resume) may be ahead of this attempt's count
+        self.step = max(self.step, n, hb.step)
         self.started = True
-        self.g.hb.beat(self.step, "step")
+        hb.beat(self.step, "step")
 
     def progress(self, phase: str) -> None:
         hb = self.g.hb
+        if hb.step > self.step:
+            self.step = hb.step
         if not self.started:
             phase = "init"
         elif hb.phase not in _STEP_PHASES:  # inside eval, checkpoint or a script's own phase

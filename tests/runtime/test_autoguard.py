@@ -251,3 +251,22 @@ def test_framework_runs_finish_and_their_stall_ends_142(
         assert rec["suspected_stuck_ranks"] == [1], rec["ranks"]
         stacks = (rd / "stacks-rank1.txt").read_text()
         assert f'File "{path}", line ' in stacks and f"in {function}" in stacks
+
+
+def test_hook_beats_never_lower_an_explicit_step_and_keep_a_long_phase() -> None:
+    from k8sddp.runtime.autoguard import _Beats
+
+    class _G:
+        hb = LearningHeartbeat({}, 10.0)
+
+    beats = _Beats(_G())  # type: ignore[arg-type]
+    beats.progress("data")
+    assert _G.hb.phase == "init"  # before the first optimizer step
+    beats.optimizer_step(object(), (), {})
+    assert (_G.hb.step, _G.hb.phase) == (1, "step")
+    _G.hb.beat(1000, "step")  # a resumed script's own beat
+    beats.optimizer_step(object(), (), {})
+    assert _G.hb.step == 1000
+    _G.hb.beat(1000, "eval")
+    beats.progress("data")  # a batch inside an evaluation keeps the eval phase and budget
+    assert _G.hb.phase == "eval"
