@@ -180,14 +180,16 @@ def one_run(rng: random.Random, factor: float, typical: float, steps: int, warmu
             time.sleep(max(0.0, t0 + t - time.perf_counter()))
             hb.beat(step, "data")
             hb.beat(step, "step")
-            if step <= warmup:
-                longest_warm = max(longest_warm, hb.longest.get("step", 0.0))
+            if step == warmup:
+                longest_warm = max(hb.longest.get("step", 0.0), hb.longest.get("data", 0.0))
             learner.update(force=True)
             if fired:
                 break
     finally:
         wd.stop()
-    return bool(fired), longest_warm / typical
+    longest = max(hb.longest.get("step", 0.0), hb.longest.get("data", 0.0))
+    # the k this run needed: its longest interval over the longest one seen in the warm-up
+    return bool(fired), longest_warm / typical, longest / max(longest_warm, 1e-9)
 
 
 def false_alarms(runs: int, typical: float, steps: int, warmup: int) -> dict[str, Any]:
@@ -197,15 +199,18 @@ def false_alarms(runs: int, typical: float, steps: int, warmup: int) -> dict[str
                            "contention": "one busy Python process for the whole measurement"}
     busy = _busy(3600)
     try:
-        for factor in (2.0, 3.0, 5.0):
-            alarms, ratios = 0, []
+        for factor in (1.5, 3.0, 5.0):
+            alarms, ratios, needed = 0, [], []
             for _ in range(runs):
-                fired, ratio = one_run(rng, factor, typical, steps, warmup)
+                fired, ratio, need = one_run(rng, factor, typical, steps, warmup)
                 alarms += fired
                 ratios.append(ratio)
+                needed.append(need)
             out[f"k={factor:g}"] = {"false_alarms": alarms,
                                     "warmup_longest_over_typical_max": round(max(ratios), 2),
-                                    "warmup_longest_over_typical_median": round(statistics.median(ratios), 2)}
+                                    "warmup_longest_over_typical_median": round(statistics.median(ratios), 2),
+                                    "needed_k_max": round(max(needed), 2),
+                                    "needed_k_median": round(statistics.median(needed), 2)}
     finally:
         busy.kill()
         busy.wait()

@@ -235,7 +235,10 @@ def test_framework_runs_finish_and_their_stall_ends_142(
         artifacts.mkdir()
         cmd = [sys.executable, "-m", "k8sddp", "launch", "--", sys.executable, "-m",
                "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=2", str(path)]
-        env = guard_env(artifacts, K8SDDP_WATCHDOG_TIMEOUT_SECONDS="3", ZC_STALL=stall, ZC_RANK="1")
+        # init (imports, model, first step) has max(pg timeout, watchdog) = 120 s: importing a
+        # framework on the shared test machine took > 30 s
+        env = guard_env(artifacts, K8SDDP_WATCHDOG_TIMEOUT_SECONDS="3", K8SDDP_PG_TIMEOUT_SECONDS="120",
+                        ZC_STALL=stall, ZC_RANK="1")
         run = Run(cmd, env, tmp_path / f"{package}-{stall}.log")
         rc = run.wait(240)
         rd = run_dirs(artifacts)[0]
