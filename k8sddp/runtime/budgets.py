@@ -126,6 +126,7 @@ class BudgetLearner:
         #: group -> what the budget in force was learned from (for the failure record).
         self.learned: dict[str, dict[str, Any]] = {}
         self._previous: dict[str, dict[str, float]] = {}
+        self._remote: dict[str, dict[str, float]] = {}
         self._fired_before: dict[str, int] = {}
         if self.folder is not None:
             self._previous = self._read(own=True)
@@ -176,17 +177,17 @@ class BudgetLearner:
 
     # -- learning -------------------------------------------------------------------------------
     def update(self, *, force: bool = False) -> None:
-        """Publish this rank's intervals, read every rank's, and set the learned budgets
-        (watchdog thread; rate-limited to one round per :data:`PUBLISH_EVERY_S` unless
-        ``force``)."""
+        """Set the learned budgets from this rank's intervals and the other ranks' last read
+        (watchdog thread, every wake-up); publish this rank's and read the others' files at most
+        once per :data:`PUBLISH_EVERY_S` unless ``force``."""
         now = time.monotonic()
-        if not force and now < self._next:
-            return
-        self._next = now + PUBLISH_EVERY_S
         local = self._local()
-        self._publish(local)
+        if force or now >= self._next:  # the files: at most every PUBLISH_EVERY_S
+            self._next = now + PUBLISH_EVERY_S
+            self._publish(local)
+            self._remote = self._read(own=False)
         merged = dict(local)
-        for g, v in self._read(own=False).items():
+        for g, v in self._remote.items():
             cur = merged.setdefault(g, {"longest_s": 0.0, "count": 0})
             merged[g] = {**cur, "longest_s": max(cur["longest_s"], v["longest_s"]),
                          "count": max(int(cur["count"]), int(v["count"])),
