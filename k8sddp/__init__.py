@@ -5,6 +5,8 @@ Public API (imported lazily so that ``import k8sddp`` stays cheap)::
     k8sddp.render        DDPJob spec -> PyTorchJob manifest
     k8sddp.validate      manifests -> findings (structure + guardrail profiles)
     k8sddp.runtime       the watchdog-guarded training entrypoint (needs the ``train`` extra)
+    k8sddp.guard         the explicit guard API for training scripts (torch)
+    k8sddp.integrations  Lightning, Transformers and Accelerate integrations
 """
 
 from ._version import __version__

@@ -9,6 +9,9 @@ Public API::
 
     Task, StepContext, load_task          what a task supplies       (.task)
     Heartbeat, Watchdog, Stall            the phase-aware watchdog   (.watchdog)
+    Guard                                 one rank's guard: watchdog, signals, records (.guard),
+                                          shared by the Task loop, zero-code mode (.autoguard)
+                                          and the k8sddp.guard API; learned budgets (.budgets)
     Rank0IO, Rank0IOError, Rank0IOTimeout the rank-0 IO guard        (.ioguard)
     launch, Launcher                      the container main process (.launcher)
     RuntimeConfig                         settings from the env      (.config)
@@ -25,6 +28,7 @@ from .config import RuntimeConfig
 from .watchdog import Heartbeat, Stall, Watchdog
 
 __all__ = [
+    "Guard",
     "Heartbeat",
     "Launcher",
     "Rank0IO",
@@ -41,6 +45,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "Guard": ".guard",
     "Launcher": ".launcher", "launch": ".launcher",
     "Rank0IO": ".ioguard", "Rank0IOError": ".ioguard", "Rank0IOTimeout": ".ioguard",
     "StepContext": ".task", "Task": ".task", "load_task": ".task",

@@ -26,6 +26,13 @@ PHASE_TIMEOUTS = "K8SDDP_PHASE_TIMEOUTS"
 TRACE_INTERVAL = "K8SDDP_TRACE_INTERVAL_SECONDS"
 IMAGE = "K8SDDP_IMAGE"
 CODE_VERSION = "K8SDDP_CODE_VERSION"
+#: Floor of a learned budget (the interface contract, "Runtime knobs").
+WATCHDOG_MIN = "K8SDDP_WATCHDOG_MIN_SECONDS"
+#: ``0`` turns off zero-code guarding under ``k8sddp launch`` (the interface contract).
+AUTOGUARD = "K8SDDP_AUTOGUARD"
+LEARN_BUDGETS = "K8SDDP_LEARN_BUDGETS"  # 0: fixed budgets only
+LEARN_FACTOR = "K8SDDP_LEARN_FACTOR"
+LEARN_WARMUP = "K8SDDP_LEARN_WARMUP"
 
 #: Phases the training loop names in its beats (``docs/runtime.md``, "Watchdog").
 PHASES = ("init", "data", "step", "hook", "eval", "checkpoint", "stop")
@@ -34,6 +41,10 @@ LONG_PHASE_FACTOR = 3.0
 DEFAULT_STOP_GRACE_SECONDS = 20.0
 DEFAULT_CHECKPOINT_KEEP = 3
 DEFAULT_TRACE_INTERVAL_SECONDS = 1.0
+#: Learned budgets (``bench/guard_bench.py`` measures them; ``docs/runtime.md``, "Learned budgets").
+DEFAULT_LEARN_FACTOR = 5.0
+DEFAULT_LEARN_WARMUP = 20
+DEFAULT_WATCHDOG_MIN_SECONDS = 60.0
 #: Upper bound of every duration knob (seconds): 7 days. Larger values are typos (ms for s) and
 #: overflow ``faulthandler.dump_traceback_later`` / the process group's timeout (review of issue
 #: 3, item 2: ``inf`` or ``1e12`` crashed every worker with ``OverflowError``).
@@ -113,6 +124,10 @@ class RuntimeConfig:
         stop_grace_s: seconds from SIGTERM to the final checkpoint before the worker gives up.
         trace_interval_s: at most one step/data beat per this many seconds goes to the trace
             (0: every beat); phase changes to another budget are always traced.
+        learn: learn budgets (``K8SDDP_LEARN_BUDGETS``, default on; :mod:`.budgets`).
+        learn_factor: learned budget = this x the longest interval (``K8SDDP_LEARN_FACTOR``).
+        learn_warmup: intervals seen before a budget is learned (``K8SDDP_LEARN_WARMUP``).
+        min_budget_s: floor of a learned budget (``K8SDDP_WATCHDOG_MIN_SECONDS``, seconds).
     """
 
     artifact_dir: Path | None
@@ -126,6 +141,10 @@ class RuntimeConfig:
     checkpoint_keep: int = DEFAULT_CHECKPOINT_KEEP
     stop_grace_s: float = DEFAULT_STOP_GRACE_SECONDS
     trace_interval_s: float = DEFAULT_TRACE_INTERVAL_SECONDS
+    learn: bool = True
+    learn_factor: float = DEFAULT_LEARN_FACTOR
+    learn_warmup: int = DEFAULT_LEARN_WARMUP
+    min_budget_s: float = DEFAULT_WATCHDOG_MIN_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> RuntimeConfig:
@@ -165,6 +184,10 @@ class RuntimeConfig:
             checkpoint_keep=_integer(env, CHECKPOINT_KEEP, DEFAULT_CHECKPOINT_KEEP, minimum=1),
             stop_grace_s=grace,
             trace_interval_s=_number(env, TRACE_INTERVAL, DEFAULT_TRACE_INTERVAL_SECONDS, minimum=0.0),
+            learn=env.get(LEARN_BUDGETS, "").strip() != "0",
+            learn_factor=_number(env, LEARN_FACTOR, DEFAULT_LEARN_FACTOR, minimum=1.0, maximum=1000.0),
+            learn_warmup=_integer(env, LEARN_WARMUP, DEFAULT_LEARN_WARMUP, minimum=1),
+            min_budget_s=_number(env, WATCHDOG_MIN, DEFAULT_WATCHDOG_MIN_SECONDS, minimum=0.001),
         )
 
 

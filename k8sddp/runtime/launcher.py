@@ -39,7 +39,7 @@ from ..errors import UsageError
 from . import exitcodes as ec
 from .artifacts import ArtifactDir, RunDir, read_json, write_json_atomic
 from .checkpoint_files import newest_complete_step
-from .config import CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
+from .config import AUTOGUARD, CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
 from .outcome import Outcome, apply_hang_streak, decide, valid_state
 
 #: Lines of the command's output kept for the run record's failure-log tail.
@@ -120,10 +120,12 @@ def _stall_header(run: RunDir, rank: int) -> dict[str, Any] | None:
 WAITING_FRAMES = ("/torch/distributed/", "/torch/autograd/", "/torch/nn/parallel/")
 
 
-def waiting_in_collective(run: RunDir, rank: int) -> bool | None:
+def waiting_in_collective(run: RunDir, rank: int, main_thread: str | None = None) -> bool | None:
     """Whether a rank's main thread, in its last stack dump, was inside torch.distributed or a
     backward pass (waiting for its peers), ``None`` when unknown. faulthandler prints each thread
-    most recent call first; the main thread is the one running ``k8sddp/runtime/worker.py``."""
+    most recent call first; the main thread is the one whose id the start record names
+    (``main_thread``, ``0x%016x`` as faulthandler prints it), else the one running
+    ``k8sddp/runtime/worker.py``."""
     try:
         text = run.stacks(rank).read_text(errors="replace")
     except OSError:
@@ -131,7 +133,9 @@ def waiting_in_collective(run: RunDir, rank: int) -> bool | None:
     last = text.rsplit("--- k8sddp rank", 1)[-1]
     for block in re.split(r"\n(?=(?:Current thread|Thread) 0x)", last):
         frames = re.findall(r'File "([^"]+)"', block)
-        if frames and any(f.endswith("k8sddp/runtime/worker.py") for f in frames):
+        mine = (block.lstrip().split(" (", 1)[0].endswith(main_thread) if main_thread
+                else any(f.endswith("k8sddp/runtime/worker.py") for f in frames))
+        if frames and mine:
             return any(w in frames[0] for w in WAITING_FRAMES)
     return None
 
@@ -282,9 +286,27 @@ class Launcher:
             self.err.flush()
         return code
 
+    def autoguard_target(self) -> str | None:
+        """What zero-code mode guards in this command (:func:`.autoguard.target_of`), or
+        ``None``: not a torchrun script/module, ``k8sddp train`` (guarded by its own loop), or
+        ``K8SDDP_AUTOGUARD=0``."""
+        if self.env.get(AUTOGUARD, "").strip() == "0":
+            return None
+        from .autoguard import target_of
+
+        return target_of(self.command)
+
     def _run(self, artifacts: ArtifactDir, run: RunDir, node: int, record: dict[str, Any]) -> int:
         child_env = dict(self.env)
         child_env[RUN_DIR] = str(run.path)
+        target = self.autoguard_target()
+        record["autoguard"] = target
+        if target is not None:  # the workers' sitecustomize arms (docs/runtime.md, "Zero-code mode")
+            from .autoguard import ARM, BOOTSTRAP_DIR
+
+            child_env[ARM] = target
+            child_env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(BOOTSTRAP_DIR), child_env.get("PYTHONPATH", "")) if p)
         tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         lock = threading.Lock()
         previous = {s: signal.signal(s, self._on_signal) for s in (*FORWARDED, *TO_WORKERS)}
@@ -337,7 +359,8 @@ class Launcher:
                 last_trace=last, hard_stopped=hard, signalled=self.signalled,
                 log_tail=list(tail))
         if len(outcome.suspects) > 1:  # a tie on step and phase: drop ranks seen waiting on peers
-            busy = [r for r in outcome.suspects if waiting_in_collective(run, r) is False]
+            busy = [r for r in outcome.suspects
+                    if waiting_in_collective(run, r, started.get(r, {}).get("main_thread")) is False]
             if busy:
                 outcome.suspects = busy
         progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))
@@ -378,6 +401,10 @@ class Launcher:
             "nccl_version": rank0.get("nccl_version"),
             "backend": rank0.get("backend"),
             "seed": rank0.get("seed", record.get("seed")),
+            "code_version": rank0.get("code_version") or record.get("code_version"),
+            "pg_timeout_s": rank0.get("pg_timeout_s"),
+            "pg_timeout_source": rank0.get("pg_timeout_source"),
+            "guard_mode": rank0.get("guard_mode"),
             "tracebacks": {str(r): f.get("traceback") for r, f in failures.items() if f.get("traceback")},
             "failure_log_tail": list(tail),
         })

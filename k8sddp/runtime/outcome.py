@@ -187,6 +187,10 @@ def decide(
     if by_kind & set(HANG_KINDS):
         return out(ec.HANG, "hang: a watchdog, the hard stop or a collective timed out",
                    HANG_KINDS, suspects=True)
+    if "exited" in by_kind:  # zero-code: the script itself ended (sys.exit with a non-zero status)
+        which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "exited")
+        return out(ec.TASK_ERROR, f"rank(s) {which} ended through the interpreter (sys.exit?) and the "
+                   f"command exited {child_code}: the script's own decision", ("exited",))
     if not started:
         return _never_started(child_code, log_tail, out)
     return out(ec.WORKER_KILLED, f"the command exited {child_code}; workers left no failure record")

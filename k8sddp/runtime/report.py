@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import IO, Any
 
 from .artifacts import RunDir, write_bytes_atomic, write_json_atomic
@@ -40,6 +41,8 @@ class Reporter:
         self.local_rank = local_rank
         self.world = world_size
         self.hb: Heartbeat | None = None
+        #: ``phase -> {budget_source, ...}`` for the failure record (set by the guard).
+        self.budget_info: Callable[[str], dict[str, Any]] | None = None
         self._lock = threading.Lock()
         self._wall_offset = time.time() - time.monotonic()
         self._written_failure = False
@@ -67,11 +70,13 @@ class Reporter:
         if self.run is not None:
             write_json_atomic(self.run.started(self.rank), {**self._base(), **info})
 
-    def failure(self, kind: str, *, exit_code: int, message: str = "", exc: BaseException | None = None,
+    def failure(self, kind: str, *, exit_code: int | None, message: str = "", exc: BaseException | None = None,
                 stall: Stall | None = None, **extra: Any) -> None:
         """Write ``failure-rank<R>.json`` (first call wins) and print a one-line summary.
 
-        ``kind``: ``hang`` | ``comm`` | ``exception`` | ``config`` | ``preempted`` | ``terminated``.
+        ``kind``: ``hang`` | ``comm`` | ``exception`` | ``config`` | ``preempted`` | ``terminated``
+        | ``exited`` (zero-code and API modes: the script ended through the interpreter;
+        ``exit_code`` ``None``, torchrun knows it).
         """
         with self._lock:
             if self._written_failure:
@@ -81,6 +86,9 @@ class Reporter:
         if stall is not None:
             record.update(step=stall.step, phase=stall.phase, since_beat_s=round(stall.since_beat_s, 3),
                           budget_s=stall.budget_s)
+        if self.budget_info is not None and record.get("phase") is not None:
+            with contextlib.suppress(Exception):
+                record.update(self.budget_info(str(record["phase"])))
         if exc is not None:
             record["exception"] = f"{type(exc).__name__}: {exc}"
             record["traceback"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -89,9 +97,10 @@ class Reporter:
         else:
             line = (f"k8sddp train: rank {self.rank}: {kind} at step {record['step']} in phase "
                     f"{record['phase']} ({record['since_beat_s']} s since last beat): {message}\n")
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(line)
-            sys.stderr.flush()
+        if kind != "exited":
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(line)
+                sys.stderr.flush()
         if self.run is not None:
             with contextlib.suppress(OSError):
                 write_json_atomic(self.run.failure(self.rank), record)
@@ -147,8 +156,18 @@ class Reporter:
     def on_stall(self, stall: Stall) -> None:
         """The watchdog fired: stacks, flight recorder, failure record ``hang``; the watchdog
         then exits the process with 142."""
+        source = ""
+        if self.budget_info is not None:
+            with contextlib.suppress(Exception):
+                info = self.budget_info(stall.phase)
+                if info.get("budget_source") == "learned":
+                    lr = info.get("learned") or {}
+                    source = (f", learned: {lr.get('factor'):g} x longest interval "
+                              f"{lr.get('longest_s'):.3g} s over {lr.get('intervals')} intervals")
+                elif info.get("budget_source"):
+                    source = f", {info['budget_source']}"
         why = (f"no heartbeat for {stall.since_beat_s:.2f} s in phase {stall.phase!r} at step "
-               f"{stall.step} (budget {stall.budget_s:g} s)")
+               f"{stall.step} (budget {stall.budget_s:g} s{source})")
         self.dump_stacks("watchdog: " + why)
         fr = self.dump_flight_recorder()
         self.failure("hang", exit_code=142, message=why, stall=stall, flight_recorder=fr)

@@ -131,7 +131,7 @@ class Watchdog:
         stacks_file: open file for the hard stop's stack dump (kept open by the caller).
         on_signal: called in the watchdog thread with the signal number when SIGTERM or SIGINT
             arrives (only when ``install_wakeup_fd``).
-        on_flush: called with drained trace entries at each wake-up.
+        on_flush: called with the drained trace entries (possibly none) at each wake-up.
         hard_margin_s: seconds beyond the re-arm horizon before the hard stop (default
             ``max(1, budget / 10)``).
         install_wakeup_fd: make the thread's pipe the interpreter's signal wakeup fd (the
@@ -254,11 +254,11 @@ class Watchdog:
         self._poke()
 
     def _flush(self) -> None:
+        # called at every wake-up, also with no new entries (the learned budgets update here)
         if self._on_flush is not None:
             entries = self.hb.drain()
-            if entries:
-                with contextlib.suppress(Exception):
-                    self._on_flush(entries)
+            with contextlib.suppress(Exception):
+                self._on_flush(entries)
 
     def _wait(self, timeout: float) -> None:
         try:

@@ -8,7 +8,9 @@ Order matters and is deliberate:
    thread's stack, then run the flag handler) and SIGUSR1 (dump only; ``chain=False``, since the
    default action of SIGUSR1 would end the process). ``PYTHONFAULTHANDLER`` alone prints nothing
    on a hang or a SIGTERM (Python docs: faulthandler; measured);
-3. heartbeat and watchdog (phase ``init``, budget ``max(pg timeout, watchdog timeout)``);
+3. heartbeat and watchdog (phase ``init``, budget ``max(pg timeout, watchdog timeout)``), both
+   through :class:`k8sddp.runtime.guard.Guard` (the same pieces as zero-code mode and the
+   ``k8sddp.guard`` API: one watchdog, one record format, learned budgets);
 4. ``init_process_group`` with the explicit ``K8SDDP_PG_TIMEOUT_SECONDS`` timeout, NCCL when CUDA
    is available (device ``cuda:LOCAL_RANK``) and gloo otherwise;
 5. the loop; its outcome becomes the worker's exit code (0, 1 task error, 142 comm failure or
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import faulthandler
 import os
 import signal
 import socket
@@ -32,11 +33,10 @@ from .. import guardvars as gv
 from ..errors import UsageError
 from . import exitcodes as ec
 from .artifacts import RunDir
-from .config import RuntimeConfig
+from .guard import Guard
 from .report import Reporter
 from .stop import StopController
 from .task import Task, load_task
-from .watchdog import Heartbeat, Watchdog
 
 #: Substrings of gloo/NCCL errors that mean "a peer or the network failed", not a bug.
 COMM_PATTERNS = ("Connection closed by peer", "Connection reset by peer", "Timed out waiting",
@@ -85,14 +85,13 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     world = _int_env(env, "WORLD_SIZE", 1)
     raw_run = env.get("K8SDDP_RUN_DIR", "").strip()
     try:
-        cfg = RuntimeConfig.from_env(env)
+        guard = Guard(env, mode="task")
     except UsageError as exc:
         if raw_run:
             Reporter(RunDir(Path(raw_run)), rank=rank, local_rank=local_rank, world_size=world).failure(
                 "config", exit_code=ec.CONFIG_ERROR, message=str(exc))
         raise
-    run = RunDir(cfg.run_dir) if cfg.run_dir else None
-    reporter = Reporter(run, rank=rank, local_rank=local_rank, world_size=world)
+    cfg, run, reporter = guard.cfg, guard.run, guard.reporter
     try:
         task: Task = load_task(task_spec, task_args)
     except UsageError as exc:
@@ -103,17 +102,10 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     stop = StopController(run, rank=rank, world_size=world, grace_s=cfg.stop_grace_s, reporter=reporter)
     signal.signal(signal.SIGTERM, stop.handle)
     signal.signal(signal.SIGINT, stop.handle)
-    signal.signal(signal.SIGALRM, signal.SIG_DFL)
-    faulthandler.register(signal.SIGTERM, file=reporter.stacks, all_threads=True, chain=True)
-    faulthandler.register(signal.SIGUSR1, file=reporter.stacks, all_threads=True, chain=False)
-
-    hb = Heartbeat(cfg.budgets, cfg.watchdog_timeout_s, cfg.trace_interval_s)
-    reporter.hb = hb
-    watchdog = Watchdog(hb, on_stall=reporter.on_stall, stacks_file=reporter.stacks,
-                        on_signal=stop.on_signal_thread, on_flush=reporter.write_trace,
-                        install_wakeup_fd=True, stall_exit_code=ec.HANG)
-    stop.watchdog = watchdog
-    watchdog.start()
+    guard.start(on_signal=stop.on_signal_thread)  # SIGALRM default, faulthandler, watchdog
+    hb = guard.hb
+    assert guard.watchdog is not None
+    watchdog = stop.watchdog = guard.watchdog
 
     import torch
     import torch.distributed as dist
@@ -131,14 +123,14 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     if cuda:
         with contextlib.suppress(Exception):
             nccl = ".".join(str(v) for v in torch.cuda.nccl.version())
-    reporter.started({
-        "task": task_spec, "task_args": list(task_args), "backend": backend, "device": str(device), "seed": cfg.seed,
-        "torch_version": torch.__version__, "nccl_version": nccl, "cuda_version": torch.version.cuda,
-        "python": sys.version.split()[0], "pg_timeout_s": cfg.pg_timeout_s,
-        "watchdog_timeout_s": cfg.watchdog_timeout_s, "budgets": cfg.budgets,
-        "async_error_handling": env.get(gv.ASYNC_ERROR_HANDLING) or env.get(gv.LEGACY_ASYNC_ERROR_HANDLING),
-        "restart_count": env.get("TORCHELASTIC_RESTART_COUNT"), "hostname": socket.gethostname(),
-    })
+    guard.record_started(
+        task=task_spec, task_args=list(task_args), backend=backend, device=str(device), seed=cfg.seed,
+        torch_version=torch.__version__, nccl_version=nccl, cuda_version=torch.version.cuda,
+        pg_timeout_s=cfg.pg_timeout_s, pg_timeout_source=gv.PG_TIMEOUT,
+        watchdog_timeout_s=cfg.watchdog_timeout_s, budgets=cfg.budgets,
+        async_error_handling=env.get(gv.ASYNC_ERROR_HANDLING) or env.get(gv.LEGACY_ASYNC_ERROR_HANDLING),
+        restart_count=env.get("TORCHELASTIC_RESTART_COUNT"), hostname=socket.gethostname(),
+    )
     outcome = "done"
     try:
         timeout = dt.timedelta(seconds=cfg.pg_timeout_s)
@@ -175,8 +167,7 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     hb.beat(loop.step, "stop")
     if dist.is_initialized():
         dist.destroy_process_group()
-    watchdog.stop()
-    reporter.flush()
+    guard.stop()
     print(f"k8sddp train: rank {rank}: done at step {loop.step}"
           + (f" (resumed from step {loop.resumed_from})" if loop.resumed_from is not None else ""),
           file=sys.stderr)
