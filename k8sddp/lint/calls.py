@@ -265,6 +265,12 @@ class CallMixin(ExprEval):
             return UNIFORM
         if last[:1].isupper() and last not in ("Path", "PurePath", "PosixPath"):
             return Val(ddp_out=every.ddp_out)
+        if q not in K.VALUE_CALLS and last not in K.VALUE_CALLS:
+            # a function the linter cannot see: a rank flag or a placement passed to it
+            # (`verbose=rank == 0`, `device=local_rank`, an object only rank 0 built) says who
+            # logs or where tensors live, not what the result is
+            every = join(*(a for a in args if a.kind not in K.TEST_KINDS),
+                         *(v for k, v in kws.items() if k not in K.PLACEMENT_KWARGS and v.kind not in K.TEST_KINDS))
         return every.data_only()
 
     def known_call(

@@ -54,6 +54,22 @@ def loop_carried(loop: ast.AST) -> bool:
     return False
 
 
+def _same_assignments(s: ast.If) -> set[str]:
+    """Names both arms of ``s`` assign with the same expression at their top level."""
+    def table(stmts: list[ast.stmt]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for st in stmts:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1:
+                key = env_key(st.targets[0])
+                if key is not None:
+                    out[key] = ast.dump(st.value)
+        return out
+    if not s.orelse:
+        return set()
+    a, b = table(s.body), table(s.orelse)
+    return {k for k, v in a.items() if b.get(k) == v}
+
+
 def local_names(node: ast.AST) -> set[str]:
     """Names a function assigns (its locals), minus those it declares ``global``."""
     out: set[str] = set()
@@ -82,6 +98,7 @@ class Walker(CallMixin):
         self.func = func
         self.mod = func.module
         self.env: dict[str, Val] = {}
+        self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()
         self.entry_mask = entry_mask
@@ -155,6 +172,7 @@ class Walker(CallMixin):
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
                   and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
+        self.raw[key] = val
         if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap:
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
@@ -350,6 +368,8 @@ class Walker(CallMixin):
             many = before.many
         results: list[_State] = []
         spans: list[tuple[int, int]] = []
+        same = _same_assignments(s) if cm != ALL else set()
+        raws: list[dict[str, Val]] = []
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
             start = len(self.events)
             one = test.kind == "one" and arm is s.body
@@ -373,6 +393,7 @@ class Walker(CallMixin):
             if ranked:
                 self.guards.pop()
             self.partial_guard = outer_partial
+            raws.append({k: self.raw[k] for k in same if k in self.raw})
             results.append(self.save())
             spans.append((start, len(self.events)))
         a, b = results
@@ -383,6 +404,9 @@ class Walker(CallMixin):
             self.env = dict(dist_arm.env) if dist_arm.mask else self.merge_env(a.env, b.env)
         else:
             self.env = self.merge_env(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
+        for k in same:  # `x = f()` in both arms: every rank assigns it alike
+            if k in raws[0] and k in raws[1] and a.mask and b.mask:
+                self.env[k] = join(raws[0][k], raws[1][k])
         self.mask = a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit

@@ -229,3 +229,19 @@ ITER_PASSTHROUGH: frozenset[str] = frozenset({"tqdm", "enumerate", "iter", "list
 
 #: Signs that a file trains on GPUs (DataLoader pin_memory matters only there).
 GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl")
+
+#: Rank kinds that say "am I this rank" (a flag), not a rank number.
+TEST_KINDS = frozenset({"zero", "nzero", "lzero", "nlzero", "one"})
+#: Keyword arguments of functions the linter cannot see that choose who logs or where tensors
+#: live, not what the function returns (issue 17: `verbose=rank == 0`, `device=...`).
+PLACEMENT_KWARGS = frozenset(
+    {"verbose", "device", "device_id", "device_ids", "rank", "local_rank", "global_rank", "gpu", "gpu_id",
+     "disable", "quiet", "silent", "is_main_process", "main_process", "is_master", "master", "is_primary",
+     "logger", "log", "print_fn", "prefix", "position", "leave", "map_location", "enabled"}
+)
+#: Builtins and conversions whose result is computed from their arguments, flags included.
+VALUE_CALLS = frozenset(
+    {"float", "int", "bool", "str", "len", "abs", "max", "min", "sum", "any", "all", "list", "tuple", "set",
+     "dict", "sorted", "round", "torch.tensor", "torch.as_tensor", "torch.full", "torch.ones", "torch.zeros",
+     "numpy.array", "numpy.asarray", "f"}
+)
