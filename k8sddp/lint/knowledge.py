@@ -228,7 +228,18 @@ FILE_OBJECT_CALLS: frozenset[str] = frozenset(
 ITER_PASSTHROUGH: frozenset[str] = frozenset({"tqdm", "enumerate", "iter", "list", "tuple", "sorted", "reversed"})
 
 #: Signs that a file trains on GPUs (DataLoader pin_memory matters only there).
-GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl")
+GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl", "accelerate", "Accelerator", "deepspeed", "Fabric", "lightning")
+#: DataLoader drop-ins that take DataLoader's arguments (torchdata's StatefulDataLoader, used by
+#: torchtune and Accelerate's use_stateful_dataloader; timm's MultiEpochsDataLoader keeps its
+#: workers alive by itself, so it needs no persistent_workers).
+DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpochsDataLoader"})
+#: Framework process-group setup whose default timeout is explicit in the framework (1800 s):
+#: deepspeed.init_distributed (deepspeed/comm/comm.py timeout=default_pg_timeout, 30 min) and
+#: Lightning's strategies (lightning/fabric/plugins/collectives/torch_collective.py
+#: default_pg_timeout = timedelta(seconds=1800)).
+FRAMEWORK_PG_SETUP = frozenset(
+    {"init_distributed", "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy", "ModelParallelStrategy", "XLAStrategy"}
+)
 
 #: Rank kinds that say "am I this rank" (a flag), not a rank number.
 TEST_KINDS = frozenset({"zero", "nzero", "lzero", "nlzero", "one"})

@@ -99,6 +99,42 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
                       "each); guard it with a global-rank-0 check (`dist.get_rank() == 0`) or put the "
                       "rank in the name"))
     out.extend(_unsynced_reads(w, ctx))
+    out.extend(_write_then_collective(w, ctx))
+    return out
+
+
+_CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
+
+
+def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
+    """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
+    no barrier in between (in the function, or in the next iteration of the loop around both)."""
+    out: list[Raw] = []
+    events = w.events
+    for wr in events:
+        if wr.kind == "write" and not wr.op.endswith(_CHECKPOINT_WRITERS):
+            continue
+        if wr.kind == "cwrite" and not any(word in wr.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot")):
+            continue
+        if wr.kind not in ("write", "cwrite"):
+            continue
+        wmask = wr.mask & ctx.mask
+        if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
+            continue
+        after = [e for e in events[wr.seq + 1:] if e.kind == "coll" and e.many is None and e.mask == w.entry_mask]
+        if not after and wr.loops:
+            loop = wr.loops[-1]
+            after = [e for e in events[:wr.seq] if e.kind == "coll" and e.many is None
+                     and e.mask == w.entry_mask and loop in e.loops]
+        if not after or after[0].op == "barrier":
+            continue
+        nxt = after[0]
+        out.append(at("KDP512", wr.node,
+                      f"{wr.op}() runs on some ranks only, and every rank then enters {nxt.detail or nxt.op} "
+                      f"(line {nxt.line}) with no barrier in between: the others wait there while the checkpoint "
+                      "is written, and a write longer than the process-group timeout kills the job; add "
+                      "dist.barrier() after the write (or fence it with k8sddp.runtime.Rank0IO)"))
+        break  # one report per function: the first unfenced write
     return out
 
 

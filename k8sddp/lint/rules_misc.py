@@ -17,6 +17,7 @@ import re
 from . import knowledge as K
 from .events import Raw, at
 from .project import Module, Project, dotted
+from .rules_setup import check_setup
 
 __all__ = ["check_misc"]
 
@@ -62,8 +63,10 @@ def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None
 def check_misc(mod: Module, project: Project) -> list[Raw]:
     """KDP505/507/508/509 findings of one module."""
     out: list[Raw] = []
-    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler")):
+    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler", "init_distributed",
+                                         "Strategy", "RANK", "get_rank")):
         return out
+    out.extend(check_setup(mod))
     gpu = any(m in mod.source for m in K.GPU_MARKERS)
     parents = _parents(mod.tree)
     samplers: list[tuple[ast.Call, str | None]] = []
@@ -80,7 +83,7 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "backend's hidden default (10 min NCCL, 30 min gloo) before a hang fails; "
                               "pass timeout=datetime.timedelta(seconds=...) (K8SDDP_PG_TIMEOUT_SECONDS, "
                               "default 1800)", fix=("timeout", node)))
-        elif last == "DataLoader" and (q == last or q.startswith("torch.utils.data")):
+        elif last in K.DATALOADER_DROP_INS and (q == last or q.startswith(("torch.utils.data", "torchdata", "timm"))):
             name = _assigned_name(node, parents)
             if name:
                 loaders[name] = node
@@ -93,7 +96,8 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "copies are synchronous and slower"))
             workers = _kw(node, "num_workers", 5)
             persistent = _kw(node, "persistent_workers")
-            if workers is not None and not _is_const(workers, 0) and (persistent is None or _is_const(persistent, False)):
+            if (last != "MultiEpochsDataLoader" and workers is not None and not _is_const(workers, 0)
+                    and (persistent is None or _is_const(persistent, False))):
                 out.append(at("KDP508", node,
                               "DataLoader with worker processes has no persistent_workers=True: the "
                               "workers are killed and forked again every epoch "
