@@ -21,8 +21,8 @@ from .exprs import ExprEval, env_key, env_name
 from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
-    from .analyzer import Analyzer
     from .events import Event, WriteSum
+    from .host import Host
     from .project import FuncInfo
 
 __all__ = ["CallMixin"]
@@ -98,7 +98,7 @@ def _arg(node: ast.Call, index: int, name: str) -> ast.expr | None:
 class CallMixin(ExprEval):
     """The call half of the walker; see the module docstring."""
 
-    an: Analyzer
+    an: Host
     events: list[Event]
     mask: int
     many: ast.AST | None
@@ -163,7 +163,7 @@ class CallMixin(ExprEval):
             v = self.expr(k.value)
             if k.arg is not None:
                 mapping[k.arg] = v
-        self.an.record_call(f, mapping, self)  # type: ignore[arg-type]
+        self.an.record_call(f, mapping, self)
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM

@@ -22,7 +22,7 @@ from .exprs import env_key, kind_of_mask
 from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind
 
 if TYPE_CHECKING:
-    from .analyzer import Analyzer
+    from .host import Host
     from .project import FuncInfo
 
 __all__ = ["Walker"]
@@ -93,7 +93,7 @@ class Walker(CallMixin):
         entry_mask: the classes that run the function's body (Z for ``@rank_zero_only``).
     """
 
-    def __init__(self, analyzer: Analyzer, func: FuncInfo, entry_mask: int = ALL) -> None:
+    def __init__(self, analyzer: Host, func: FuncInfo, entry_mask: int = ALL) -> None:
         self.an = analyzer
         self.func = func
         self.mod = func.module
