@@ -17,7 +17,10 @@ import os
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
-from .exprs import ExprEval, env_key, env_name
+from .calls_io import IOMixin
+from .calls_io import arg_of as _arg
+from .calls_io import terminal as _terminal
+from .exprs import env_key, env_name
 from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
@@ -76,26 +79,7 @@ def _model_like(node: ast.expr) -> bool:
     return any(w in name for w in _MODEL_WORDS) and not any(w in name for w in _NOT_MODEL_WORDS)
 
 
-def _terminal(node: ast.expr) -> str:
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Call):
-        return _terminal(node.func)
-    return ""
-
-
-def _arg(node: ast.Call, index: int, name: str) -> ast.expr | None:
-    for k in node.keywords:
-        if k.arg == name:
-            return k.value
-    if 0 <= index < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[: index + 1]):
-        return node.args[index]
-    return None
-
-
-class CallMixin(ExprEval):
+class CallMixin(IOMixin):
     """The call half of the walker; see the module docstring."""
 
     an: Host
@@ -471,61 +455,3 @@ class CallMixin(ExprEval):
             finally:
                 self.silent -= 1
         return None
-
-    # -- IO ----------------------------------------------------------------------------------
-    def io_call(self, node: ast.Call, q: str, last: str, recv_node: ast.expr | None, kws: dict[str | None, Val]) -> None:
-        """Record file writes, tracker starts and file reads."""
-        if q in K.SAFE_WRITERS or last in K.SAFE_WRITERS:
-            return
-        path: ast.expr | None = None
-        if q in K.WRITE_CALLS:
-            idx, name = K.WRITE_CALLS[q]
-            path = _arg(node, idx, name)
-            if path is not None and (env_key(path) in self.file_objects or (
-                    isinstance(path, ast.Call) and _terminal(path.func) in K.FILE_OBJECT_CALLS)):
-                return  # a file object or buffer: its open() is checked itself
-            self.io_event("write", q, node, path)
-            return
-        if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and q.endswith("Path.open")):
-            mode_node = _arg(node, 1, "mode") if q != "Path.open" else _arg(node, 0, "mode")
-            mode = mode_node.value if isinstance(mode_node, ast.Constant) and isinstance(mode_node.value, str) else "r"
-            path = _arg(node, 0, "file")
-            if path is not None and ast.unparse(path) in ("os.devnull", "'/dev/null'"):
-                return
-            self.io_event("write" if any(c in mode for c in "wax+") else "read", "open", node, path)
-            return
-        if last in K.WRITE_METHODS and recv_node is not None:
-            if last == "save_pretrained":
-                if any(k.arg == "is_main_process" for k in node.keywords):
-                    return
-                path = _arg(node, 0, "save_directory")
-            elif last.startswith("to_"):
-                path = _arg(node, 0, "path_or_buf")
-            else:
-                path = recv_node
-            self.io_event("write", last, node, path)
-            return
-        if q in K.TRACKER_CALLS or last == "SummaryWriter":
-            path = _arg(node, 0, "log_dir")
-            every = join(*(self.expr(a) for a in node.args), *(self.expr(k.value) for k in node.keywords))
-            self.io_event("tracker", q or last, node, path, every)
-            return
-        if q in K.READ_CALLS:
-            idx, name = K.READ_CALLS[q]
-            self.io_event("read", q, node, _arg(node, idx, name))
-            return
-        if last in K.READ_METHODS and recv_node is not None:
-            path = recv_node if last.startswith("read_") else _arg(node, 0, "pretrained_model_name_or_path")
-            self.io_event("read", last, node, path)
-
-    def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None) -> None:
-        """Emit a file event for ``path`` (its value decides whether the name is per-rank)."""
-        if isinstance(path, ast.Name) and path.id in self.func.params and kind in ("read", "write"):
-            self.param_io.add((kind, path.id))
-        if val is None:
-            self.silent += 1
-            try:
-                val = self.expr(path) if path is not None else UNIFORM
-            finally:
-                self.silent -= 1
-        self.emit(kind, op, node, path=path, path_val=val)

@@ -19,6 +19,7 @@ from . import knowledge as K
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
+from .scopes import same_assignments
 from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind
 
 if TYPE_CHECKING:
@@ -37,51 +38,6 @@ class _State:
     cause: ast.AST | None
     cause_is_exit: bool
     env: dict[str, Val]
-
-
-def loop_carried(loop: ast.AST) -> bool:
-    """True when a name in the loop's body is read before it is assigned there (in source
-    order), so that one walk of the body sees values from the previous iteration."""
-    seen_store: set[str] = set()
-    names = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
-    names.sort(key=lambda n: (n.lineno, n.col_offset))
-    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
-    for n in names:
-        if isinstance(n.ctx, ast.Store):
-            seen_store.add(n.id)
-        elif n.id in stored and n.id not in seen_store:
-            return True
-    return False
-
-
-def _same_assignments(s: ast.If) -> set[str]:
-    """Names both arms of ``s`` assign with the same expression at their top level."""
-    def table(stmts: list[ast.stmt]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for st in stmts:
-            if isinstance(st, ast.Assign) and len(st.targets) == 1:
-                key = env_key(st.targets[0])
-                if key is not None:
-                    out[key] = ast.dump(st.value)
-        return out
-    if not s.orelse:
-        return set()
-    a, b = table(s.body), table(s.orelse)
-    return {k for k, v in a.items() if b.get(k) == v}
-
-
-def local_names(node: ast.AST) -> set[str]:
-    """Names a function assigns (its locals), minus those it declares ``global``."""
-    out: set[str] = set()
-    declared_global: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-            out.add(sub.id)
-        elif isinstance(sub, ast.Global):
-            declared_global.update(sub.names)
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
-            out.add(sub.name)
-    return out - declared_global
 
 
 class Walker(CallMixin):
@@ -368,7 +324,7 @@ class Walker(CallMixin):
             many = before.many
         results: list[_State] = []
         spans: list[tuple[int, int]] = []
-        same = _same_assignments(s) if cm != ALL else set()
+        same = same_assignments(s) if cm != ALL else set()
         raws: list[dict[str, Val]] = []
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
             start = len(self.events)
