@@ -55,6 +55,7 @@ class Walker(CallMixin):
         self.mod = func.module
         self.env: dict[str, Val] = {}
         self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
+        self.sources: dict[str, str | None] = {}  # each name's last assigned expression (ast.dump)
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()
         self.entry_mask = entry_mask
@@ -129,7 +130,10 @@ class Walker(CallMixin):
                   and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
         self.raw[key] = val
-        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap:
+        source = ast.dump(value_node) if value_node is not None else None
+        again = source is not None and self.sources.get(key) == source and val.kind is None  # `epochs = opt.epochs` once more
+        self.sources[key] = source
+        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap and not again:
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val
@@ -456,7 +460,12 @@ class Walker(CallMixin):
             self.restore(before)
             if h.name:
                 self.env[h.name] = UNIFORM
+            dry = h.type is not None and self.runs_dry(h.type)
+            if dry:  # this rank's data ran out: other ranks may still hold batches
+                self.many, self.cause, self.cause_is_exit = h.type, h.type, False
             self.block(h.body)
+            if dry:
+                self.many, self.cause, self.cause_is_exit = before.many, before.cause, before.cause_is_exit
             states.append(self.save())
         self.restore(after_body)
         for st in states[1:]:
@@ -467,6 +476,15 @@ class Walker(CallMixin):
         self.block(s.finalbody)
 
     _s_TryStar = _s_Try  # type: ignore[assignment]
+
+    def runs_dry(self, exc: ast.expr) -> bool:
+        """``except StopIteration`` / ``except DataloaderExhaustedError`` around this rank's data,
+        in a module that shards it without a DistributedSampler (which pads every rank to one
+        length, so that all ranks run dry on the same step)."""
+        names = [ast.unparse(e).split(".")[-1] for e in (exc.elts if isinstance(exc, ast.Tuple) else [exc])]
+        if not any(n == "StopIteration" or "Exhausted" in n for n in names):
+            return False
+        return "DistributedSampler" not in self.mod.source
 
     def _s_Match(self, s: ast.Match) -> None:
         self.expr(s.subject)

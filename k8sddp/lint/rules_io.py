@@ -22,7 +22,7 @@ from .values import ALL, LZ, Z
 
 __all__ = ["check_io"]
 
-_PER_RANK = ("rank", "local", "other", "modrank")
+_PER_RANK = ("rank", "other")  # a local-rank name repeats on every node
 _NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettempdir", "mkdtemp")
 
 
@@ -79,7 +79,7 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         if mask in (0, Z) or e.one:
             continue  # nobody, or one rank alone (a subset of it is still one rank)
         pv = e.path_val
-        if pv is not None and pv.kind in _PER_RANK:
+        if pv is not None and (pv.kind in _PER_RANK or pv.kind in ("local", "modrank") and _node_local(e.path)):
             continue
         if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
             continue
