@@ -54,6 +54,21 @@ def _guard_text(e: Event, ctx: Context, mod_path: str, mask: int) -> str:
     return "a rank-dependent condition"
 
 
+def _uniform_alternative(w: Walker, guard: ast.AST | None) -> str | None:
+    """The text of an operand of ``A or B`` that is the same on every rank (``not
+    args.multiprocessing_distributed``): where it holds, the guard is true on every rank."""
+    if not isinstance(guard, ast.BoolOp) or not isinstance(guard.op, ast.Or):
+        return None
+    w.silent += 1
+    try:
+        for operand in guard.values:
+            if w.expr(operand).kind is None:
+                return cond_text(operand, 60)
+    finally:
+        w.silent -= 1
+    return None
+
+
 def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | None = None) -> list[Raw]:
     """KDP504/506 findings of one walked function, called under ``ctx``.
 
@@ -90,6 +105,9 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         inner = f" (it runs {e.detail})" if e.kind == "cwrite" and e.detail else ""
         if many is None and mask == ALL:
             how_text = "runs on every rank"
+        elif mask == Z | LZ and (alt := _uniform_alternative(w, e.class_cause or e.cause)):
+            how_text = (f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` "
+                        "holds (as under torchrun), else on local rank 0 of every node")
         elif mask == Z | LZ:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node"
         else:
