@@ -134,9 +134,9 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
             continue
         if wr.kind == "cwrite" and not any(word in wr.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot")):
             continue
-        if wr.kind not in ("write", "cwrite"):
+        if wr.kind not in ("write", "cwrite", "write0"):
             continue
-        wmask = wr.mask & ctx.mask
+        wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
         if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
             continue
         after = [e for e in events[wr.seq + 1:] if e.kind == "coll" and e.many is None and e.mask == w.entry_mask]
