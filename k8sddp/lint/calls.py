@@ -26,7 +26,7 @@ from .values import ALL, UNIFORM, Val, join, join_kind
 if TYPE_CHECKING:
     from .events import Event, WriteSum
     from .host import Host
-    from .project import FuncInfo
+    from .project import FuncInfo, Module
 
 __all__ = ["CallMixin"]
 
@@ -91,6 +91,7 @@ class CallMixin(IOMixin):
     uses_rank: bool
     param_io: set[tuple[str, str]]
     file_objects: set[str]
+    instances: dict[str, tuple[Module, str]]
 
     @abc.abstractmethod
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -123,12 +124,31 @@ class CallMixin(IOMixin):
                     if found and func.attr in found[0].classes[found[1]]:
                         return found[0].classes[found[1]][func.attr], True
                 return None, False
+            if owner in self.instances:  # `ev = Evaluator(...)` ... `ev.evaluate()`
+                return self.method_of(self.instances[owner], func.attr), True
             if owner in self.env or owner in self.locals_:
                 return None, False
             target = proj.resolve_module_alias(self.mod, owner)
             if target is not None and func.attr in target.functions:
                 return target.functions[func.attr], False
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+                and func.value.func.id not in self.env):  # `Evaluator(loader).evaluate()`
+            cls = proj.resolve_class(self.mod, func.value.func.id)
+            if cls is not None:
+                return self.method_of(cls, func.attr), True
         return None, False
+
+    def method_of(self, cls: tuple[Module, str], name: str) -> FuncInfo | None:
+        """Method ``name`` of project class ``cls`` (module, class name), looked up in its bases too."""
+        mod, cname = cls
+        methods = mod.classes.get(cname, {})
+        if name in methods:
+            return methods[name]
+        for base in mod.class_bases.get(cname, []):
+            found = self.an.project.resolve_class(mod, base.split(".")[-1])
+            if found and found != cls and name in found[0].classes[found[1]]:
+                return found[0].classes[found[1]][name]
+        return None
 
     def project_call(self, node: ast.Call, f: FuncInfo, bound: bool) -> Val:
         """A call of project function ``f`` (``bound``: ``self`` is implicit): record the

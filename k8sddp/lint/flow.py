@@ -24,7 +24,7 @@ from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_ki
 
 if TYPE_CHECKING:
     from .host import Host
-    from .project import FuncInfo
+    from .project import FuncInfo, Module
 
 __all__ = ["Walker"]
 
@@ -55,6 +55,7 @@ class Walker(CallMixin):
         self.mod = func.module
         self.env: dict[str, Val] = {}
         self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
+        self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
         self.sources: dict[str, str | None] = {}  # each name's last assigned expression (ast.dump)
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()
@@ -126,6 +127,12 @@ class Walker(CallMixin):
             return
         if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
             self.file_objects.add(key)
+        cls = (self.an.project.resolve_class(self.mod, value_node.func.id)
+               if isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Name) else None)
+        if cls is not None:
+            self.instances[key] = cls
+        else:
+            self.instances.pop(key, None)
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
                   and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
