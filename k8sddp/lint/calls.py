@@ -138,6 +138,15 @@ class CallMixin(IOMixin):
                 return self.method_of(cls, func.attr), True
         return None, False
 
+    def note_instance(self, key: str, value_node: ast.expr | None) -> None:
+        """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``)."""
+        cls = (self.an.project.resolve_class(self.mod, value_node.func.id)
+               if isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Name) else None)
+        if cls is not None:
+            self.instances[key] = cls
+        else:
+            self.instances.pop(key, None)
+
     def method_of(self, cls: tuple[Module, str], name: str) -> FuncInfo | None:
         """Method ``name`` of project class ``cls`` (module, class name), looked up in its bases too."""
         mod, cname = cls

@@ -19,8 +19,8 @@ from . import knowledge as K
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .scopes import same_assignments
-from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind
+from .scopes import runs_dry, same_assignments
+from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind, merge_envs
 
 if TYPE_CHECKING:
     from .host import Host
@@ -127,12 +127,7 @@ class Walker(CallMixin):
             return
         if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
             self.file_objects.add(key)
-        cls = (self.an.project.resolve_class(self.mod, value_node.func.id)
-               if isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Name) else None)
-        if cls is not None:
-            self.instances[key] = cls
-        else:
-            self.instances.pop(key, None)
+        self.note_instance(key, value_node)
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
                   and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
@@ -230,23 +225,6 @@ class Walker(CallMixin):
         """Go back to a snapshot."""
         self.mask, self.many, self.cause, self.cause_is_exit = st.mask, st.many, st.cause, st.cause_is_exit
         self.env = dict(st.env)
-
-    def merge_env(self, a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False) -> dict[str, Val]:
-        """Join two environments (after the arms of an ``if``). With ``prefer_synced`` (the arms
-        of a rank split), a value one arm received from a broadcast wins: the other arm's ranks
-        hold the value that was broadcast (``if rank != 0: stop = received[0]``)."""
-        out = dict(a)
-        for k, v in b.items():
-            if k in out and out[k] != v:
-                if prefer_synced and v.synced and v.kind is None:
-                    out[k] = v
-                elif prefer_synced and out[k].synced and out[k].kind is None:
-                    pass
-                else:
-                    out[k] = join(out[k], v)
-            else:
-                out[k] = v
-        return out
 
     def stmt(self, s: ast.stmt) -> None:
         """Walk one statement."""
@@ -368,9 +346,9 @@ class Walker(CallMixin):
             self.pair_arms(spans, before)
         if test.distflag and cm == ALL:  # distributed runs take one arm only
             dist_arm = a if test.distflag > 0 else b
-            self.env = dict(dist_arm.env) if dist_arm.mask else self.merge_env(a.env, b.env)
+            self.env = dict(dist_arm.env) if dist_arm.mask else merge_envs(a.env, b.env)
         else:
-            self.env = self.merge_env(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
+            self.env = merge_envs(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
         for k in same:  # `x = f()` in both arms: every rank assigns it alike
             if k in raws[0] and k in raws[1] and a.mask and b.mask:
                 self.env[k] = join(raws[0][k], raws[1][k])
@@ -411,12 +389,12 @@ class Walker(CallMixin):
             self.silent += 1
             self.block(body)
             self.silent -= 1
-            self.env = self.merge_env(before.env, self.env)
+            self.env = merge_envs(before.env, self.env)
             self.mask, self.many = before.mask, self.many if varies and before.mask != Z else before.many
         self.loops.append(s)
         self.block(body)
         self.loops.pop()
-        self.env = self.merge_env(before.env, self.env)
+        self.env = merge_envs(before.env, self.env)
         self.mask, self.many = before.mask, before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
         for m, stmt in self.rank_exits[exits_before:]:
@@ -467,7 +445,7 @@ class Walker(CallMixin):
             self.restore(before)
             if h.name:
                 self.env[h.name] = UNIFORM
-            dry = h.type is not None and self.runs_dry(h.type)
+            dry = h.type is not None and runs_dry(h.type, self.mod.source)
             if dry:  # this rank's data ran out: other ranks may still hold batches
                 self.many, self.cause, self.cause_is_exit = h.type, h.type, False
             self.block(h.body)
@@ -476,22 +454,13 @@ class Walker(CallMixin):
             states.append(self.save())
         self.restore(after_body)
         for st in states[1:]:
-            self.env = self.merge_env(self.env, st.env)
+            self.env = merge_envs(self.env, st.env)
             self.mask |= st.mask
         if self.mask == 0 and s.finalbody:
             self.mask = before.mask
         self.block(s.finalbody)
 
     _s_TryStar = _s_Try  # type: ignore[assignment]
-
-    def runs_dry(self, exc: ast.expr) -> bool:
-        """``except StopIteration`` / ``except DataloaderExhaustedError`` around this rank's data,
-        in a module that shards it without a DistributedSampler (which pads every rank to one
-        length, so that all ranks run dry on the same step)."""
-        names = [ast.unparse(e).split(".")[-1] for e in (exc.elts if isinstance(exc, ast.Tuple) else [exc])]
-        if not any(n == "StopIteration" or "Exhausted" in n for n in names):
-            return False
-        return "DistributedSampler" not in self.mod.source
 
     def _s_Match(self, s: ast.Match) -> None:
         self.expr(s.subject)

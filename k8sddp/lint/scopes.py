@@ -9,7 +9,7 @@ import ast
 
 from .exprs import env_key
 
-__all__ = ["local_names", "loop_carried", "same_assignments"]
+__all__ = ["local_names", "loop_carried", "runs_dry", "same_assignments"]
 
 
 def loop_carried(loop: ast.AST) -> bool:
@@ -55,3 +55,13 @@ def local_names(node: ast.AST) -> set[str]:
         elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
             out.add(sub.name)
     return out - declared_global
+
+
+def runs_dry(exc: ast.expr, source: str) -> bool:
+    """``except StopIteration`` / ``except DataloaderExhaustedError``: this rank's data ran out,
+    in a module (``source``) that shards it without a DistributedSampler (which pads every rank
+    to one length, so that all ranks run dry on the same step)."""
+    names = [ast.unparse(e).split(".")[-1] for e in (exc.elts if isinstance(exc, ast.Tuple) else [exc])]
+    if not any(n == "StopIteration" or "Exhausted" in n for n in names):
+        return False
+    return "DistributedSampler" not in source
