@@ -31,6 +31,10 @@ __all__ = ["Walker"]
 _EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
 
 
+def _same_expr(a: ast.expr | None, b: ast.expr | None) -> bool:
+    return a is not None and b is not None and type(a) is type(b) and ast.dump(a) == ast.dump(b)
+
+
 @dataclasses.dataclass
 class _State:
     mask: int
@@ -56,7 +60,7 @@ class Walker(CallMixin):
         self.env: dict[str, Val] = {}
         self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
         self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
-        self.sources: dict[str, str | None] = {}  # each name's last assigned expression (ast.dump)
+        self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()
         self.entry_mask = entry_mask
@@ -132,10 +136,9 @@ class Walker(CallMixin):
                   and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
         self.raw[key] = val
-        source = ast.dump(value_node) if value_node is not None else None
-        again = source is not None and self.sources.get(key) == source and val.kind is None  # `epochs = opt.epochs` once more
-        self.sources[key] = source
-        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap and not again:
+        prev, self.sources[key] = self.sources.get(key), value_node
+        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap \
+                and not (val.kind is None and _same_expr(prev, value_node)):  # `epochs = opt.epochs` once more
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val

@@ -75,10 +75,14 @@ def _fstring_index(node: ast.JoinedStr) -> ast.expr | None:
 def check_setup(mod: Module) -> list[Raw]:
     """KDP511/513 findings of one module."""
     out: list[Raw] = []
+    src = mod.source
+    if not any(m in src for m in ("cuda", "device", "init_distributed", "Strategy")):
+        return out
     names: set[str] = set()
-    for node in ast.walk(mod.tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
-            names.add(ast.unparse(node.targets[0]))
+    if "RANK" in src or "get_rank" in src or "PROCID" in src:
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
+                names.add(ast.unparse(node.targets[0]))
     for node in ast.walk(mod.tree):
         if isinstance(node, ast.JoinedStr):
             index = _fstring_index(node)
