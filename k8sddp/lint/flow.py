@@ -31,6 +31,11 @@ __all__ = ["Walker"]
 _EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
 
 
+def _progress_wrapper(name: str) -> bool:
+    """``tqdm``, ``enumerate`` and friends, or a project's own progress bar (YOLOv5's ``TQDM``)."""
+    return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
+
+
 def _same_expr(a: ast.expr | None, b: ast.expr | None) -> bool:
     return a is not None and b is not None and type(a) is type(b) and ast.dump(a) == ast.dump(b)
 
@@ -133,7 +138,7 @@ class Walker(CallMixin):
             self.file_objects.add(key)
         self.note_instance(key, value_node)
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
-                  and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
+                  and _progress_wrapper(self._terminal_name(value_node.func))
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
         self.raw[key] = val
         prev, self.sources[key] = self.sources.get(key), value_node
