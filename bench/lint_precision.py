@@ -28,6 +28,9 @@ from k8sddp.lint import lint_paths  # noqa: E402
 
 EXPECT = re.compile(r"#.*?\bexpect:\s*(?P<ids>KDP\d{3}(?:[\s,]+KDP\d{3})*)")
 DEFAULT_CORPUS = ROOT / "tests" / "lint" / "corpus"
+#: The rules this corpus was labelled for. KDP511-KDP513 came later (issue 17) and are measured on
+#: the real scripts of bench/lint_real.py instead; their findings here are not counted.
+LABELLED_RULES = frozenset(f"KDP5{n:02d}" for n in range(11))
 
 
 def _expected(case: Path) -> set[tuple[str, int, str]]:
@@ -37,7 +40,7 @@ def _expected(case: Path) -> set[tuple[str, int, str]]:
         for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
             m = EXPECT.search(line)
             if m:
-                out |= {(str(f), i, rid) for rid in re.split(r"[\s,]+", m.group("ids").strip())}
+                out |= {(str(f), i, rid) for rid in re.split(r"[\s,]+", m.group("ids").strip()) if rid in LABELLED_RULES}
     return out
 
 
@@ -58,7 +61,8 @@ def measure(corpus: Path = DEFAULT_CORPUS) -> dict[str, object]:
     for case in cases:
         expected = _expected(case)
         report = lint_paths([str(case)]).report
-        got = {(f.file, f.line, f.rule_id): f.message for f in report.findings if not f.exempted_by}
+        got = {(f.file, f.line, f.rule_id): f.message for f in report.findings
+               if not f.exempted_by and f.rule_id in LABELLED_RULES}
         for key, msg in got.items():
             if key in expected:
                 tp[key[2]] += 1

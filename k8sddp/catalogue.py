@@ -203,6 +203,18 @@ _RULES: tuple[Rule, ...] = (
          "forward code does not branch on, or size tensors by, tensor values.",
          "A value-dependent branch syncs device to host and lets ranks take different paths (DDP unused-parameter errors, FSDP mismatched all-gathers); value-dependent shapes break static graphs.",
          "PyTorch docs: DDP find_unused_parameters; torch.compile graph breaks on data-dependent control flow"),
+    Rule("KDP511", "device-from-global-rank", _E, "lint",
+         "The CUDA device index comes from the local rank (LOCAL_RANK), not the global rank.",
+         "RANK counts processes across nodes: on the second node of 8-GPU machines rank 8 asks for cuda:8, which does not exist (invalid device ordinal), or two processes share one GPU; rank % torch.cuda.device_count() is a local index.",
+         "PyTorch torchrun docs (LOCAL_RANK is the per-node index to pass to torch.cuda.set_device); torch/distributed/run.py environment variables"),
+    Rule("KDP512", "rank0-write-then-collective", _W, "lint",
+         "A checkpoint written on rank 0 only is fenced by a barrier before the next collective.",
+         "The other ranks run ahead into the next all-reduce and wait there while rank 0 writes; a write slower than the process-group timeout (10 min NCCL) kills the job with a timeout that names the all-reduce, not the write.",
+         "PyTorch DDP tutorial, 'Save and Load Checkpoints' (dist.barrier() after rank 0 saves); torch/distributed/constants.py default_pg_timeout; k8sddp.runtime.ioguard (Rank0IO)"),
+    Rule("KDP513", "framework-pg-timeout", _W, "lint",
+         "deepspeed.init_distributed() and Lightning/Fabric strategies are given timeout=.",
+         "The framework's default (1800 s) is explicit in its source but invisible in the script, and does not follow K8SDDP_PG_TIMEOUT_SECONDS; a warning, since unlike a bare init_process_group the bound is known.",
+         "DeepSpeed deepspeed/comm/comm.py init_distributed(timeout=default_pg_timeout, 30 min); Lightning lightning/fabric/plugins/collectives/torch_collective.py default_pg_timeout = timedelta(seconds=1800); DDPStrategy/FSDPStrategy timeout parameter"),
 )
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}

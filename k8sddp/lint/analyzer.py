@@ -16,8 +16,9 @@ from typing import TypeVar
 
 from . import knowledge as K
 from .events import Summary, WriteSum, delegated
-from .flow import Walker, local_names, loop_carried
+from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
+from .scopes import local_names, loop_carried
 from .values import ALL, LZ, UNIFORM, Val, Z, join
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]

@@ -285,6 +285,8 @@ class ExprEval(abc.ABC):
         lk, rk = left.kind, right.kind
         # x is None / x is not None: truthiness of x
         if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right_node, ast.Constant) and right_node.value is None:
+            if lk in ("rank", "local", "modrank"):
+                return out.with_kind(None)  # a rank number is None on every rank or on none
             k = truth_kind(lk)
             return out.with_kind(k if isinstance(op, ast.IsNot) else negate_kind(k))
         num, other_kind, other_node = (lk, rk, right_node) if lk else (rk, lk, node.left)

@@ -19,15 +19,25 @@ from . import knowledge as K
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind
+from .scopes import runs_dry, same_assignments
+from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind, merge_envs
 
 if TYPE_CHECKING:
-    from .analyzer import Analyzer
-    from .project import FuncInfo
+    from .host import Host
+    from .project import FuncInfo, Module
 
 __all__ = ["Walker"]
 
 _EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+
+
+def _progress_wrapper(name: str) -> bool:
+    """``tqdm``, ``enumerate`` and friends, or a project's own progress bar (YOLOv5's ``TQDM``)."""
+    return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
+
+
+def _same_expr(a: ast.expr | None, b: ast.expr | None) -> bool:
+    return a is not None and b is not None and type(a) is type(b) and ast.dump(a) == ast.dump(b)
 
 
 @dataclasses.dataclass
@@ -39,35 +49,6 @@ class _State:
     env: dict[str, Val]
 
 
-def loop_carried(loop: ast.AST) -> bool:
-    """True when a name in the loop's body is read before it is assigned there (in source
-    order), so that one walk of the body sees values from the previous iteration."""
-    seen_store: set[str] = set()
-    names = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
-    names.sort(key=lambda n: (n.lineno, n.col_offset))
-    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
-    for n in names:
-        if isinstance(n.ctx, ast.Store):
-            seen_store.add(n.id)
-        elif n.id in stored and n.id not in seen_store:
-            return True
-    return False
-
-
-def local_names(node: ast.AST) -> set[str]:
-    """Names a function assigns (its locals), minus those it declares ``global``."""
-    out: set[str] = set()
-    declared_global: set[str] = set()
-    for sub in ast.walk(node):
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-            out.add(sub.id)
-        elif isinstance(sub, ast.Global):
-            declared_global.update(sub.names)
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
-            out.add(sub.name)
-    return out - declared_global
-
-
 class Walker(CallMixin):
     """Walks one function (or module body) once; see the module docstring.
 
@@ -77,11 +58,14 @@ class Walker(CallMixin):
         entry_mask: the classes that run the function's body (Z for ``@rank_zero_only``).
     """
 
-    def __init__(self, analyzer: Analyzer, func: FuncInfo, entry_mask: int = ALL) -> None:
+    def __init__(self, analyzer: Host, func: FuncInfo, entry_mask: int = ALL) -> None:
         self.an = analyzer
         self.func = func
         self.mod = func.module
         self.env: dict[str, Val] = {}
+        self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
+        self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
+        self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()
         self.entry_mask = entry_mask
@@ -152,10 +136,14 @@ class Walker(CallMixin):
             return
         if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
             self.file_objects.add(key)
+        self.note_instance(key, value_node)
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
-                  and self._terminal_name(value_node.func) in K.ITER_PASSTHROUGH
+                  and _progress_wrapper(self._terminal_name(value_node.func))
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
-        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap:
+        self.raw[key] = val
+        prev, self.sources[key] = self.sources.get(key), value_node
+        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap \
+                and not (val.kind is None and _same_expr(prev, value_node)):  # `epochs = opt.epochs` once more
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val
@@ -246,23 +234,6 @@ class Walker(CallMixin):
         self.mask, self.many, self.cause, self.cause_is_exit = st.mask, st.many, st.cause, st.cause_is_exit
         self.env = dict(st.env)
 
-    def merge_env(self, a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False) -> dict[str, Val]:
-        """Join two environments (after the arms of an ``if``). With ``prefer_synced`` (the arms
-        of a rank split), a value one arm received from a broadcast wins: the other arm's ranks
-        hold the value that was broadcast (``if rank != 0: stop = received[0]``)."""
-        out = dict(a)
-        for k, v in b.items():
-            if k in out and out[k] != v:
-                if prefer_synced and v.synced and v.kind is None:
-                    out[k] = v
-                elif prefer_synced and out[k].synced and out[k].kind is None:
-                    pass
-                else:
-                    out[k] = join(out[k], v)
-            else:
-                out[k] = v
-        return out
-
     def stmt(self, s: ast.stmt) -> None:
         """Walk one statement."""
         method = getattr(self, "_s_" + type(s).__name__, None)
@@ -350,6 +321,8 @@ class Walker(CallMixin):
             many = before.many
         results: list[_State] = []
         spans: list[tuple[int, int]] = []
+        same = same_assignments(s) if cm != ALL else set()
+        raws: list[dict[str, Val]] = []
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
             start = len(self.events)
             one = test.kind == "one" and arm is s.body
@@ -373,6 +346,7 @@ class Walker(CallMixin):
             if ranked:
                 self.guards.pop()
             self.partial_guard = outer_partial
+            raws.append({k: self.raw[k] for k in same if k in self.raw})
             results.append(self.save())
             spans.append((start, len(self.events)))
         a, b = results
@@ -380,9 +354,12 @@ class Walker(CallMixin):
             self.pair_arms(spans, before)
         if test.distflag and cm == ALL:  # distributed runs take one arm only
             dist_arm = a if test.distflag > 0 else b
-            self.env = dict(dist_arm.env) if dist_arm.mask else self.merge_env(a.env, b.env)
+            self.env = dict(dist_arm.env) if dist_arm.mask else merge_envs(a.env, b.env)
         else:
-            self.env = self.merge_env(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
+            self.env = merge_envs(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
+        for k in same:  # `x = f()` in both arms: every rank assigns it alike
+            if k in raws[0] and k in raws[1] and a.mask and b.mask:
+                self.env[k] = join(raws[0][k], raws[1][k])
         self.mask = a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
@@ -420,12 +397,12 @@ class Walker(CallMixin):
             self.silent += 1
             self.block(body)
             self.silent -= 1
-            self.env = self.merge_env(before.env, self.env)
+            self.env = merge_envs(before.env, self.env)
             self.mask, self.many = before.mask, self.many if varies and before.mask != Z else before.many
         self.loops.append(s)
         self.block(body)
         self.loops.pop()
-        self.env = self.merge_env(before.env, self.env)
+        self.env = merge_envs(before.env, self.env)
         self.mask, self.many = before.mask, before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
         for m, stmt in self.rank_exits[exits_before:]:
@@ -476,11 +453,16 @@ class Walker(CallMixin):
             self.restore(before)
             if h.name:
                 self.env[h.name] = UNIFORM
+            dry = h.type is not None and runs_dry(h.type, self.mod.source)
+            if dry:  # this rank's data ran out: other ranks may still hold batches
+                self.many, self.cause, self.cause_is_exit = h.type, h.type, False
             self.block(h.body)
+            if dry:
+                self.many, self.cause, self.cause_is_exit = before.many, before.cause, before.cause_is_exit
             states.append(self.save())
         self.restore(after_body)
         for st in states[1:]:
-            self.env = self.merge_env(self.env, st.env)
+            self.env = merge_envs(self.env, st.env)
             self.mask |= st.mask
         if self.mask == 0 and s.finalbody:
             self.mask = before.mask

@@ -228,4 +228,31 @@ FILE_OBJECT_CALLS: frozenset[str] = frozenset(
 ITER_PASSTHROUGH: frozenset[str] = frozenset({"tqdm", "enumerate", "iter", "list", "tuple", "sorted", "reversed"})
 
 #: Signs that a file trains on GPUs (DataLoader pin_memory matters only there).
-GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl")
+GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl", "accelerate", "Accelerator", "deepspeed", "Fabric", "lightning")
+#: DataLoader drop-ins that take DataLoader's arguments (torchdata's StatefulDataLoader, used by
+#: torchtune and Accelerate's use_stateful_dataloader; timm's MultiEpochsDataLoader keeps its
+#: workers alive by itself, so it needs no persistent_workers).
+DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpochsDataLoader"})
+#: Framework process-group setup whose default timeout is explicit in the framework (1800 s):
+#: deepspeed.init_distributed (deepspeed/comm/comm.py timeout=default_pg_timeout, 30 min) and
+#: Lightning's strategies (lightning/fabric/plugins/collectives/torch_collective.py
+#: default_pg_timeout = timedelta(seconds=1800)).
+FRAMEWORK_PG_SETUP = frozenset(
+    {"init_distributed", "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy", "ModelParallelStrategy", "XLAStrategy"}
+)
+
+#: Rank kinds that say "am I this rank" (a flag), not a rank number.
+TEST_KINDS = frozenset({"zero", "nzero", "lzero", "nlzero", "one"})
+#: Keyword arguments of functions the linter cannot see that choose who logs or where tensors
+#: live, not what the function returns (issue 17: `verbose=rank == 0`, `device=...`).
+PLACEMENT_KWARGS = frozenset(
+    {"verbose", "device", "device_id", "device_ids", "rank", "local_rank", "global_rank", "gpu", "gpu_id",
+     "disable", "quiet", "silent", "is_main_process", "main_process", "is_master", "master", "is_primary",
+     "logger", "log", "print_fn", "prefix", "position", "leave", "map_location", "enabled"}
+)
+#: Builtins and conversions whose result is computed from their arguments, flags included.
+VALUE_CALLS = frozenset(
+    {"float", "int", "bool", "str", "len", "abs", "max", "min", "sum", "any", "all", "list", "tuple", "set",
+     "dict", "sorted", "round", "torch.tensor", "torch.as_tensor", "torch.full", "torch.ones", "torch.zeros",
+     "numpy.array", "numpy.asarray", "f"}
+)

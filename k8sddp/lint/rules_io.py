@@ -22,7 +22,7 @@ from .values import ALL, LZ, Z
 
 __all__ = ["check_io"]
 
-_PER_RANK = ("rank", "local", "other", "modrank")
+_PER_RANK = ("rank", "other")  # a local-rank name repeats on every node
 _NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettempdir", "mkdtemp")
 
 
@@ -54,6 +54,21 @@ def _guard_text(e: Event, ctx: Context, mod_path: str, mask: int) -> str:
     return "a rank-dependent condition"
 
 
+def _uniform_alternative(w: Walker, guard: ast.AST | None) -> str | None:
+    """The text of an operand of ``A or B`` that is the same on every rank (``not
+    args.multiprocessing_distributed``): where it holds, the guard is true on every rank."""
+    if not isinstance(guard, ast.BoolOp) or not isinstance(guard.op, ast.Or):
+        return None
+    w.silent += 1
+    try:
+        for operand in guard.values:
+            if w.expr(operand).kind is None:
+                return cond_text(operand, 60)
+    finally:
+        w.silent -= 1
+    return None
+
+
 def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | None = None) -> list[Raw]:
     """KDP504/506 findings of one walked function, called under ``ctx``.
 
@@ -79,7 +94,7 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         if mask in (0, Z) or e.one:
             continue  # nobody, or one rank alone (a subset of it is still one rank)
         pv = e.path_val
-        if pv is not None and pv.kind in _PER_RANK:
+        if pv is not None and (pv.kind in _PER_RANK or pv.kind in ("local", "modrank") and _node_local(e.path)):
             continue
         if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
             continue
@@ -90,6 +105,9 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         inner = f" (it runs {e.detail})" if e.kind == "cwrite" and e.detail else ""
         if many is None and mask == ALL:
             how_text = "runs on every rank"
+        elif mask == Z | LZ and (alt := _uniform_alternative(w, e.class_cause or e.cause)):
+            how_text = (f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` "
+                        "holds (as under torchrun), else on local rank 0 of every node")
         elif mask == Z | LZ:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node"
         else:
@@ -99,6 +117,42 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
                       "each); guard it with a global-rank-0 check (`dist.get_rank() == 0`) or put the "
                       "rank in the name"))
     out.extend(_unsynced_reads(w, ctx))
+    out.extend(_write_then_collective(w, ctx))
+    return out
+
+
+_CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
+
+
+def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
+    """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
+    no barrier in between (in the function, or in the next iteration of the loop around both)."""
+    out: list[Raw] = []
+    events = w.events
+    for wr in events:
+        if wr.kind == "write" and not wr.op.endswith(_CHECKPOINT_WRITERS):
+            continue
+        if wr.kind == "cwrite" and not any(word in wr.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot")):
+            continue
+        if wr.kind not in ("write", "cwrite", "write0"):
+            continue
+        wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
+        if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
+            continue
+        after = [e for e in events[wr.seq + 1:] if e.kind == "coll" and e.many is None and e.mask == w.entry_mask]
+        if not after and wr.loops:
+            loop = wr.loops[-1]
+            after = [e for e in events[:wr.seq] if e.kind == "coll" and e.many is None
+                     and e.mask == w.entry_mask and loop in e.loops]
+        if not after or after[0].op == "barrier":
+            continue
+        nxt = after[0]
+        out.append(at("KDP512", wr.node,
+                      f"{wr.op}() runs on some ranks only, and every rank then enters {nxt.detail or nxt.op} "
+                      f"(line {nxt.line}) with no barrier in between: the others wait there while the checkpoint "
+                      "is written, and a write longer than the process-group timeout kills the job; add "
+                      "dist.barrier() after the write (or fence it with k8sddp.runtime.Rank0IO)"))
+        break  # one report per function: the first unfenced write
     return out
 
 

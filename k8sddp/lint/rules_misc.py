@@ -17,6 +17,7 @@ import re
 from . import knowledge as K
 from .events import Raw, at
 from .project import Module, Project, dotted
+from .rules_setup import check_setup
 
 __all__ = ["check_misc"]
 
@@ -34,6 +35,52 @@ def _kw(node: ast.Call, name: str, index: int = -1) -> ast.expr | None:
 
 def _has_star_kwargs(node: ast.Call) -> bool:
     return any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args)
+
+
+def _dict_keys(name: str, tree: ast.AST, depth: int = 0) -> dict[str, ast.expr] | None:
+    """The keys a dict variable is built with in the module (``kw = {"num_workers": 2}``,
+    ``kw = dict(...)``, ``kw.update(other)``), or ``None`` when it is built some other way."""
+    out: dict[str, ast.expr] = {}
+    found = False
+    for node in ast.walk(tree):
+        value: ast.expr | None = None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and ast.unparse(node.targets[0]) == name:
+            value, found = node.value, True
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+              and ast.unparse(node.func.value) == name and len(node.args) == 1):
+            value = node.args[0]
+        if value is None:
+            continue
+        if isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) for k in value.keys):
+            out.update({str(k.value): v for k, v in zip(value.keys, value.values, strict=True)
+                        if isinstance(k, ast.Constant)})
+        elif isinstance(value, ast.Call) and ast.unparse(value.func) == "dict" and not value.args:
+            out.update({k.arg: k.value for k in value.keywords if k.arg is not None})
+        elif isinstance(value, ast.Name) and depth < 3:
+            inner = _dict_keys(value.id, tree, depth + 1)
+            if inner is None:
+                return None
+            out.update(inner)
+        else:
+            return None
+    return out if found else None
+
+
+def _effective(node: ast.Call, tree: ast.AST) -> tuple[ast.Call, bool]:
+    """``node`` with its ``**kw`` dicts spelled out where the module builds them from literals;
+    and whether every starred argument was resolved."""
+    if not _has_star_kwargs(node):
+        return node, True
+    keywords = [k for k in node.keywords if k.arg is not None]
+    resolved = not any(isinstance(a, ast.Starred) for a in node.args)
+    for k in node.keywords:
+        if k.arg is None:
+            keys = _dict_keys(ast.unparse(k.value), tree) if isinstance(k.value, (ast.Name, ast.Attribute)) else None
+            if keys is None:
+                resolved = False
+                continue
+            keywords.extend(ast.keyword(arg=name, value=v) for name, v in keys.items())
+    return ast.Call(func=node.func, args=node.args, keywords=keywords), resolved
 
 
 def _is_const(node: ast.expr | None, value: object) -> bool:
@@ -62,8 +109,10 @@ def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None
 def check_misc(mod: Module, project: Project) -> list[Raw]:
     """KDP505/507/508/509 findings of one module."""
     out: list[Raw] = []
-    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler")):
+    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler", "init_distributed",
+                                         "Strategy", "RANK", "get_rank")):
         return out
+    out.extend(check_setup(mod))
     gpu = any(m in mod.source for m in K.GPU_MARKERS)
     parents = _parents(mod.tree)
     samplers: list[tuple[ast.Call, str | None]] = []
@@ -80,20 +129,21 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "backend's hidden default (10 min NCCL, 30 min gloo) before a hang fails; "
                               "pass timeout=datetime.timedelta(seconds=...) (K8SDDP_PG_TIMEOUT_SECONDS, "
                               "default 1800)", fix=("timeout", node)))
-        elif last == "DataLoader" and (q == last or q.startswith("torch.utils.data")):
+        elif last in K.DATALOADER_DROP_INS and (q == last or q.startswith(("torch.utils.data", "torchdata", "timm"))):
             name = _assigned_name(node, parents)
             if name:
                 loaders[name] = node
-            if _has_star_kwargs(node):
-                continue
-            pin = _kw(node, "pin_memory", 7)
-            if gpu and (pin is None or _is_const(pin, False)):
+            call, resolved = _effective(node, mod.tree)
+            pin = _kw(call, "pin_memory", 7)
+            if gpu and resolved and (pin is None or _is_const(pin, False)):
                 out.append(at("KDP507", node,
                               "DataLoader feeding GPU training has no pin_memory=True: host-to-device "
                               "copies are synchronous and slower"))
-            workers = _kw(node, "num_workers", 5)
-            persistent = _kw(node, "persistent_workers")
-            if workers is not None and not _is_const(workers, 0) and (persistent is None or _is_const(persistent, False)):
+            # an explicit num_workers decides; a persistent_workers hidden in an unknown **dict is rare
+            workers = _kw(call, "num_workers", 5)
+            persistent = _kw(call, "persistent_workers")
+            if (last != "MultiEpochsDataLoader" and workers is not None and not _is_const(workers, 0)
+                    and (persistent is None or _is_const(persistent, False))):
                 out.append(at("KDP508", node,
                               "DataLoader with worker processes has no persistent_workers=True: the "
                               "workers are killed and forked again every epoch "

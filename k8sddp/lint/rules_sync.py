@@ -79,6 +79,13 @@ def check_sync(w: Walker) -> list[Raw]:
             if e.cause_is_exit and e.cause is not None:
                 blame_exit(e.cause, e)
                 continue
+            if isinstance(e.many, (ast.For, ast.AsyncFor, ast.While)):
+                # the loop is rank-dependent only because of an exit in it: report that exit once,
+                # not every collective of the following iterations
+                carried = next((x for x in exits if e.many in x.loops), None)
+                if carried is not None:
+                    blame_exit(carried.node, e)
+                    continue
             out.append(_unmatched(e))
             continue
         if e.mask in (ALL, 0):
@@ -106,6 +113,8 @@ def check_sync(w: Walker) -> list[Raw]:
         stmt = x.node
         if not x.loops:
             continue
+        if x.cause_is_exit and x.cause is not None and x.many is None and any(y.node is x.cause for y in exits):
+            continue  # restricted only by an earlier exit, which is reported itself
         hit: Event | None
         if x.op == "continue":
             loop = x.loops[-1]

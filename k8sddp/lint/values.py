@@ -17,7 +17,7 @@ import dataclasses
 
 __all__ = [
     "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join", "join_kind",
-    "negate_kind", "truth_kind",
+    "merge_envs", "negate_kind", "truth_kind",
 ]
 
 Z, LZ, N = 1, 2, 4
@@ -160,3 +160,22 @@ def join(*vals: Val) -> Val:
         group |= v.group
         synced = synced or v.synced
     return Val(rank, prank, params, wrapped, ddp_out, fw, group, synced=synced)
+
+
+def merge_envs(a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False) -> dict[str, Val]:
+    """Join two environments (after the arms of an ``if``). With ``prefer_synced`` (the arms
+    of a rank split), a value one arm received from a broadcast wins: the other arm's ranks
+    hold the value that was broadcast (``if rank != 0: stop = received[0]``)."""
+    out = dict(a)
+    for k, v in b.items():
+        if k in out and out[k] != v:
+            if prefer_synced and v.synced and v.kind is None:
+                out[k] = v
+            elif prefer_synced and out[k].synced and out[k].kind is None:
+                pass
+            else:
+                out[k] = join(out[k], v)
+        else:
+            out[k] = v
+    return out
+

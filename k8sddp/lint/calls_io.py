@@ -1,0 +1,113 @@
+"""File IO of the call classification: writes, tracker starts and reads, recorded as events
+for :mod:`k8sddp.lint.rules_io` (tables: :data:`k8sddp.lint.knowledge.WRITE_CALLS` and friends).
+"""
+
+from __future__ import annotations
+
+import abc
+import ast
+from typing import TYPE_CHECKING
+
+from . import knowledge as K
+from .exprs import ExprEval, env_key
+from .values import UNIFORM, Val, join
+
+if TYPE_CHECKING:
+    from .project import FuncInfo
+
+__all__ = ["IOMixin", "arg_of", "terminal"]
+
+
+def terminal(node: ast.expr) -> str:
+    """The last name of a callee: ``save`` of ``torch.save``, ``f`` of ``f()()``."""
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call):
+        return terminal(node.func)
+    return ""
+
+
+def arg_of(node: ast.Call, index: int, name: str) -> ast.expr | None:
+    """The argument passed as keyword ``name`` or at position ``index`` (none past a ``*args``)."""
+    for k in node.keywords:
+        if k.arg == name:
+            return k.value
+    if 0 <= index < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args[: index + 1]):
+        return node.args[index]
+    return None
+
+
+class IOMixin(ExprEval):
+    """The IO half of the call classification (mixed into :class:`k8sddp.lint.calls.CallMixin`)."""
+
+    func: FuncInfo
+    silent: int
+    param_io: set[tuple[str, str]]
+    file_objects: set[str]
+
+    @abc.abstractmethod
+    def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
+        """Record an event (see :class:`~k8sddp.lint.events.Event`); the walker defines it."""
+        ...
+
+    # -- IO ----------------------------------------------------------------------------------
+    def io_call(self, node: ast.Call, q: str, last: str, recv_node: ast.expr | None, kws: dict[str | None, Val]) -> None:
+        """Record file writes, tracker starts and file reads."""
+        if q in K.SAFE_WRITERS or last in K.SAFE_WRITERS:
+            if last == "save_on_master":  # writes on global rank 0 only: KDP512 still wants its barrier
+                self.io_event("write0", last, node, arg_of(node, 1, "f"))
+            return
+        path: ast.expr | None = None
+        if q in K.WRITE_CALLS:
+            idx, name = K.WRITE_CALLS[q]
+            path = arg_of(node, idx, name)
+            if path is not None and (env_key(path) in self.file_objects or (
+                    isinstance(path, ast.Call) and terminal(path.func) in K.FILE_OBJECT_CALLS)):
+                return  # a file object or buffer: its open() is checked itself
+            self.io_event("write", q, node, path)
+            return
+        if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and q.endswith("Path.open")):
+            mode_node = arg_of(node, 1, "mode") if q != "Path.open" else arg_of(node, 0, "mode")
+            mode = mode_node.value if isinstance(mode_node, ast.Constant) and isinstance(mode_node.value, str) else "r"
+            path = arg_of(node, 0, "file")
+            if path is not None and ast.unparse(path) in ("os.devnull", "'/dev/null'"):
+                return
+            self.io_event("write" if any(c in mode for c in "wax+") else "read", "open", node, path)
+            return
+        if last in K.WRITE_METHODS and recv_node is not None:
+            if last == "save_pretrained":
+                if any(k.arg == "is_main_process" for k in node.keywords):
+                    return
+                path = arg_of(node, 0, "save_directory")
+            elif last.startswith("to_"):
+                path = arg_of(node, 0, "path_or_buf")
+            else:
+                path = recv_node
+            self.io_event("write", last, node, path)
+            return
+        if q in K.TRACKER_CALLS or last == "SummaryWriter":
+            path = arg_of(node, 0, "log_dir")
+            every = join(*(self.expr(a) for a in node.args), *(self.expr(k.value) for k in node.keywords))
+            self.io_event("tracker", q or last, node, path, every)
+            return
+        if q in K.READ_CALLS:
+            idx, name = K.READ_CALLS[q]
+            self.io_event("read", q, node, arg_of(node, idx, name))
+            return
+        if last in K.READ_METHODS and recv_node is not None:
+            path = recv_node if last.startswith("read_") else arg_of(node, 0, "pretrained_model_name_or_path")
+            self.io_event("read", last, node, path)
+
+    def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None) -> None:
+        """Emit a file event for ``path`` (its value decides whether the name is per-rank)."""
+        if isinstance(path, ast.Name) and path.id in self.func.params and kind in ("read", "write"):
+            self.param_io.add((kind, path.id))
+        if val is None:
+            self.silent += 1
+            try:
+                val = self.expr(path) if path is not None else UNIFORM
+            finally:
+                self.silent -= 1
+        self.emit(kind, op, node, path=path, path_val=val)

@@ -1,0 +1,53 @@
+"""What the per-function walker asks of the whole-project analysis.
+
+:class:`Host` is the interface :class:`k8sddp.lint.flow.Walker` and its call classification
+(:mod:`k8sddp.lint.calls`) use; :class:`k8sddp.lint.analyzer.Analyzer` provides it. Typing the
+walker against this protocol instead of the analyzer keeps the import graph acyclic: the analyzer
+imports the walker, never the other way round.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any, Protocol
+
+from .events import Summary
+from .project import FuncInfo, Project
+from .values import Val
+
+__all__ = ["Host"]
+
+
+class Host(Protocol):
+    """The analysis state a walker reads (summaries, parameter values, module environments) and
+    the calls it reports back (:meth:`record_call`)."""
+
+    project: Project
+    summaries: dict[str, Summary]
+    spawn_targets: set[str]
+    class_attrs: dict[tuple[str, str], dict[str, Val]]
+    module_env: dict[str, dict[str, Val]]
+
+    def loop_carried(self, loop: ast.AST) -> bool:
+        """True when values flow from one iteration of ``loop`` to the next."""
+        ...
+
+    def local_names(self, f: FuncInfo) -> set[str]:
+        """The names ``f`` binds locally (assigned, parameters, loop targets)."""
+        ...
+
+    def is_rank_zero_only(self, f: FuncInfo) -> bool:
+        """True when ``f`` is decorated to run on rank 0 only (``@rank_zero_only``)."""
+        ...
+
+    def is_lightning(self, f: FuncInfo) -> bool:
+        """True when ``f`` is a method of a LightningModule."""
+        ...
+
+    def param_vals_for(self, f: FuncInfo) -> dict[str, Val]:
+        """The values ``f``'s parameters take, joined over its call sites."""
+        ...
+
+    def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Any) -> None:
+        """Remember one call of ``f`` (its argument values) made in ``walker``."""
+        ...

@@ -1,0 +1,109 @@
+"""KDP511 and KDP513: how a script sets up its device and its process group.
+
+- KDP511: the CUDA device index comes from the global rank (``RANK``, ``dist.get_rank()``,
+  ``SLURM_PROCID``) instead of the local rank. On one node they agree; on the second node rank 8
+  asks for GPU 8 of an 8-GPU machine (``invalid device ordinal``), or two processes share a GPU.
+  ``rank % torch.cuda.device_count()`` is a local index and fine.
+- KDP513: ``deepspeed.init_distributed()`` or a Lightning/Fabric strategy (``DDPStrategy``,
+  ``FSDPStrategy``, ...) without ``timeout=``. The framework's default (1800 s) is explicit in its
+  source, so this is a warning, not the KDP505 error of a bare ``init_process_group``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import knowledge as K
+from .events import Raw, at
+from .project import Module, dotted
+
+__all__ = ["check_setup"]
+
+_GLOBAL_RANK_ENV = frozenset({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+_DEVICE_CALLS = frozenset({"set_device", "set_device_index"})
+
+
+def _env_read(node: ast.expr) -> str | None:
+    """The variable name of ``os.environ["X"]``, ``os.environ.get("X", d)``, ``os.getenv("X")``."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and "environ" in ast.unparse(node.value):
+        return node.slice.value if isinstance(node.slice.value, str) else None
+    if (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "getenv")):
+        value = node.args[0].value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _global_rank_source(node: ast.expr, names: set[str]) -> bool:
+    """``int(os.environ["RANK"])``, ``dist.get_rank()`` (no group), or a name bound to one."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1:
+        return _global_rank_source(node.args[0], names)
+    if _env_read(node) in _GLOBAL_RANK_ENV:
+        return True
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        text = ast.unparse(node.func)
+        if text in ("dist.get_rank", "torch.distributed.get_rank", "get_rank"):
+            return True
+    return isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in names
+
+
+def _device_index(node: ast.Call, q: str) -> ast.expr | None:
+    """The device index a call chooses: ``torch.cuda.set_device(i)``, ``torch.device("cuda", i)``,
+    ``x.cuda(i)``, ``x.to(i)``, ``DistributedDataParallel(m, device_ids=[i])``."""
+    last = q.split(".")[-1] if q else (node.func.attr if isinstance(node.func, ast.Attribute) else "")
+    if last in _DEVICE_CALLS and node.args:
+        return node.args[0]
+    if q == "torch.device" and len(node.args) == 2:
+        return node.args[1]
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to") and len(node.args) == 1:
+        return node.args[0]
+    for k in node.keywords:
+        if k.arg == "device_ids" and isinstance(k.value, ast.List) and len(k.value.elts) == 1:
+            return k.value.elts[0]
+    return None
+
+
+def _fstring_index(node: ast.JoinedStr) -> ast.expr | None:
+    """``i`` of ``f"cuda:{i}"``."""
+    parts = node.values
+    for a, b in zip(parts, parts[1:], strict=False):
+        if isinstance(a, ast.Constant) and str(a.value).endswith("cuda:") and isinstance(b, ast.FormattedValue):
+            return b.value
+    return None
+
+
+def check_setup(mod: Module) -> list[Raw]:
+    """KDP511/513 findings of one module."""
+    out: list[Raw] = []
+    src = mod.source
+    if not any(m in src for m in ("cuda", "device", "init_distributed", "Strategy")):
+        return out
+    names: set[str] = set()
+    if "RANK" in src or "get_rank" in src or "PROCID" in src:
+        for node in ast.walk(mod.tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
+                names.add(ast.unparse(node.targets[0]))
+    for node in ast.walk(mod.tree):
+        if isinstance(node, ast.JoinedStr):
+            index = _fstring_index(node)
+        elif isinstance(node, ast.Call):
+            q = dotted(node.func, mod.aliases) or ""
+            last = q.split(".")[-1]
+            if last in K.FRAMEWORK_PG_SETUP and (q.startswith(("deepspeed", "lightning", "pytorch_lightning", "L.", "pl."))
+                                                 or q == last and last != "init_distributed"):
+                if not any(k.arg == "timeout" or k.arg is None for k in node.keywords):
+                    what = "deepspeed.init_distributed()" if last == "init_distributed" else f"{last}()"
+                    out.append(at("KDP513", node,
+                                  f"{what} has no timeout=: the framework's default (1800 s) bounds every "
+                                  "collective and is invisible here; pass timeout=datetime.timedelta(seconds=...) "
+                                  "(K8SDDP_PG_TIMEOUT_SECONDS, default 1800)"))
+                continue
+            index = _device_index(node, q)
+        else:
+            continue
+        if index is not None and _global_rank_source(index, names):
+            out.append(at("KDP511", node,
+                          f"the CUDA device index `{ast.unparse(index)}` is the global rank: on the second node it "
+                          "names a GPU the node does not have (or one another process uses); use LOCAL_RANK "
+                          "(or `rank % torch.cuda.device_count()`)"))
+    return out

@@ -1,0 +1,67 @@
+"""Syntactic facts about function bodies the walker and the analyzer use: which names a
+function binds, whether a loop carries values between iterations, which names both arms of an
+``if`` assign alike. Pure functions of the syntax tree (no analysis state).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .exprs import env_key
+
+__all__ = ["local_names", "loop_carried", "runs_dry", "same_assignments"]
+
+
+def loop_carried(loop: ast.AST) -> bool:
+    """True when a name in the loop's body is read before it is assigned there (in source
+    order), so that one walk of the body sees values from the previous iteration."""
+    seen_store: set[str] = set()
+    names = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
+    names.sort(key=lambda n: (n.lineno, n.col_offset))
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    for n in names:
+        if isinstance(n.ctx, ast.Store):
+            seen_store.add(n.id)
+        elif n.id in stored and n.id not in seen_store:
+            return True
+    return False
+
+
+def same_assignments(s: ast.If) -> set[str]:
+    """Names both arms of ``s`` assign with the same expression at their top level."""
+    def table(stmts: list[ast.stmt]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for st in stmts:
+            if isinstance(st, ast.Assign) and len(st.targets) == 1:
+                key = env_key(st.targets[0])
+                if key is not None:
+                    out[key] = ast.dump(st.value)
+        return out
+    if not s.orelse:
+        return set()
+    a, b = table(s.body), table(s.orelse)
+    return {k for k, v in a.items() if b.get(k) == v}
+
+
+def local_names(node: ast.AST) -> set[str]:
+    """Names a function assigns (its locals), minus those it declares ``global``."""
+    out: set[str] = set()
+    declared_global: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            out.add(sub.id)
+        elif isinstance(sub, ast.Global):
+            declared_global.update(sub.names)
+        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub is not node:
+            out.add(sub.name)
+    return out - declared_global
+
+
+def runs_dry(exc: ast.expr, source: str) -> bool:
+    """``except StopIteration`` / ``except DataloaderExhaustedError``: this rank's data ran out,
+    in a module (``source``) that shards it without a DistributedSampler (which pads every rank
+    to one length, so that all ranks run dry on the same step)."""
+    names = [ast.unparse(e).split(".")[-1] for e in (exc.elts if isinstance(exc, ast.Tuple) else [exc])]
+    if not any(n == "StopIteration" or "Exhausted" in n for n in names):
+        return False
+    return "DistributedSampler" not in source
