@@ -69,7 +69,8 @@ def test_injected_env_equals_submit_local(kube: Kube, namespace: str, tmp_path: 
     local = {p.name: p for p in build_pods(job, configmaps=[], local_dir=tmp_path, master_port=PORT, rdzv_port=PORT)}
     assert sorted(local) == sorted(p["metadata"]["name"] for p in pods)
     # a local run puts every pod on 127.0.0.1; the operator names the Master's (or worker 0's) Service
-    hosts = {"MASTER_ADDR": f"{name}-master-0", "PET_RDZV_ENDPOINT": f"{name}-worker-0:{PORT}"}
+    hosts = {"MASTER_ADDR": f"{name}-master-0", "PET_MASTER_ADDR": f"{name}-master-0",
+             "PET_RDZV_ENDPOINT": f"{name}-worker-0:{PORT}"}
     for pod in pods:
         pname = pod["metadata"]["name"]
         rtype = pod["metadata"]["labels"]["training.kubeflow.org/replica-type"]

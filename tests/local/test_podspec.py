@@ -44,7 +44,7 @@ def test_operator_env_per_pod(tmp_path: Path) -> None:
     for p in pods:
         e = p.pod_env
         assert (e["WORLD_SIZE"], e["PET_NNODES"], e["PET_NPROC_PER_NODE"]) == ("6", "3", "2")
-        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["PYTHONUNBUFFERED"]) == ("127.0.0.1", "4000", "0")
+        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["PYTHONUNBUFFERED"]) == ("127.0.0.1", "4000", "1")
     assert pods[0].restart_policy == "OnFailure" and pods[1].restart_policy == "ExitCode"
 
 
