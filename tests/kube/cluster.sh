@@ -42,6 +42,7 @@ BUILDS=(
 )
 # --- components started by `up`, in order; each has start_<name> and ready_<name> ---
 COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator)
+UP_OK=0
 
 die() { echo "cluster.sh: $*" >&2; exit 3; }
 log() { echo "cluster.sh: $*" >&2; }
@@ -244,6 +245,7 @@ EOF
     --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
     --api-audiences https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range 10.96.0.0/16 \
+    --endpoint-reconciler-type none \
     --authorization-mode RBAC \
     --enable-admission-plugins ValidatingAdmissionWebhook,ValidatingAdmissionPolicy \
     --audit-policy-file "$STATE/audit-policy.yaml" --audit-log-path "$STATE/audit.log" \
@@ -252,7 +254,8 @@ EOF
 }
 ready_kube-apiserver() {
   [ -f "$STATE/kubeconfig" ] || write_kubeconfig "$STATE/kubeconfig" admin
-  [ "$(kctl get --raw /readyz 2>/dev/null)" = ok ]
+  [ "$(curl -fsS --cacert "$STATE/pki/ca.crt" --cert "$STATE/pki/admin.crt" --key "$STATE/pki/admin.key" \
+        "https://127.0.0.1:$(cat "$STATE/ports/apiserver")/readyz")" = ok ]
 }
 
 start_kube-controller-manager() {
@@ -359,16 +362,20 @@ cmd_up() {
   rm -rf "$STATE"
   mkdir -p "$STATE"/{pids,logs,ports}; chmod 700 "$STATE"
   local t0 c; t0=$(date +%s)
+  # a component that fails to start: stop the ones already started, keep the logs
+  trap '[ "$UP_OK" = 1 ] || { log "start-up failed: stopping what was started (logs stay in $STATE/logs)"; stop_all >/dev/null; }' EXIT
   make_pki
   for c in "${COMPONENTS[@]}"; do
     "start_$c"
     if ! wait_for "$c" 120 "ready_$c"; then exit 3; fi
     log "$c ready ($(( $(date +%s) - t0 )) s)"
   done
+  UP_OK=1
   print_env
 }
 
-cmd_down() {
+# stop_all: SIGTERM each recorded component, newest first; SIGKILL after 10 s. Prints the count.
+stop_all() {
   local c i pid stopped=0
   for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
     c="${COMPONENTS[$i]}"
@@ -380,6 +387,11 @@ cmd_down() {
       stopped=$((stopped + 1))
     fi
   done
+  echo "$stopped"
+}
+
+cmd_down() {
+  local stopped; stopped="$(stop_all)"
   if [ -d "$STATE/pids" ]; then rm -rf "$STATE"; fi
   log "stopped $stopped component(s)"
 }

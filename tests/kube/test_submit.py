@@ -62,15 +62,23 @@ def test_invalid_names_the_causes(kube: Kube, namespace: str) -> None:
     from k8sddp.cluster.client import Cluster
     from k8sddp.errors import ClusterError
 
+    cluster = Cluster.connect(kubeconfig=kube.kubeconfig, namespace=namespace)
+    # the CRD's OpenAPI schema (a quantity pattern)
     job = _job("invalid", namespace)
-    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
-    job["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "four"
     with pytest.raises(ClusterError) as err:
-        Cluster.connect(kubeconfig=kube.kubeconfig, namespace=namespace).create_job(job, dry_run=True)
+        cluster.create_job(job, dry_run=True)
     text = str(err.value)
     assert err.value.status == 422, text
-    assert "Invalid" in text or "invalid" in text
-    assert "spec.runPolicy.cleanPodPolicy" in text and "Sometimes" in text
+    assert "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.limits.cpu" in text, text
+    # the operator's own validating webhook (pkg/webhooks/pytorch): a Master must have 1 replica
+    job = _job("invalid", namespace)
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    with pytest.raises(ClusterError) as err:
+        cluster.create_job(job, dry_run=True)
+    text = str(err.value)
+    assert err.value.status == 422, text
+    assert "spec.pytorchReplicaSpecs[Master].replicas" in text or "Master" in text, text
 
 
 def test_create_status_logs_already_exists_delete(cli: Any, kube: Kube, namespace: str, tmp_path: Path) -> None:
