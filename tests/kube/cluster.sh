@@ -258,6 +258,11 @@ ready_kube-apiserver() {
         "https://127.0.0.1:$(cat "$STATE/ports/apiserver")/readyz")" = ok ]
 }
 
+# The controllers the tests need; validatingadmissionpolicy-status-controller writes a policy's
+# status.typeChecking (the API server itself does not).
+KCM_CONTROLLERS="job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller"
+KCM_CONTROLLERS="$KCM_CONTROLLERS,serviceaccount-token-controller,validatingadmissionpolicy-status-controller"
+
 start_kube-controller-manager() {
   local port; port=$(free_port); echo "$port" >"$STATE/ports/controller-manager"
   write_kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager
@@ -266,7 +271,7 @@ start_kube-controller-manager() {
     --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port "$port" --leader-elect=false \
-    --controllers job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller \
+    --controllers "$KCM_CONTROLLERS" \
     --use-service-account-credentials \
     --service-account-private-key-file "$STATE/pki/sa.key" --root-ca-file "$STATE/pki/ca.crt" \
     --v 1
@@ -287,7 +292,11 @@ ready_kube-controller-manager() {
 start_training-operator() {
   local ref; ref="$(reference_dir)" || die "no shared reference folder with kubeflow/kubeflow.org_pytorchjobs.yaml (set K8SDDP_REFERENCE)"
   kctl apply --server-side -f "$ref/kubeflow/kubeflow.org_pytorchjobs.yaml" >/dev/null
-  kctl wait --for condition=established --timeout 60s crd/pytorchjobs.kubeflow.org >/dev/null
+  local end=$(( $(date +%s) + 60 ))
+  until [ "$(kctl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do
+    [ "$(date +%s)" -lt "$end" ] || die "CRD pytorchjobs.kubeflow.org not established after 60s"
+    sleep 0.3
+  done
   local d="$STATE/pki/operator" wport mport hport
   mkdir -p "$d"
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/O=training-operator/CN=training-operator-ca" \

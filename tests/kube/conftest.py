@@ -27,7 +27,8 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "cluster.sh"
 CACHE = Path(os.environ.get("K8SDDP_KUBE_CACHE") or Path.home() / ".cache" / "k8sddp-kube")
 REQUIRE = os.environ.get("K8SDDP_REQUIRE_KUBE") == "1"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "training-operator")
+BINARIES = tuple(os.environ.get("K8SDDP_KUBE_BINARIES", "etcd kube-apiserver kube-controller-manager kubectl "
+                                "training-operator").split())
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -123,7 +124,11 @@ def _parse_exports(text: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
-    """``cluster.sh up`` once per session (``down`` at the end, only if this session started it)."""
+    """``cluster.sh up`` once per session (``down`` at the end, only if this session started it).
+
+    The state folder is ``$K8SDDP_KUBE_STATE`` when set (a cluster already running there, from
+    ``eval "$(tests/kube/cluster.sh up)"``, is used and left running), else a fresh temporary one.
+    """
     if shutil.which("bash") is None:
         _unavailable("bash not found")
     missing = [b for b in BINARIES if not (CACHE / "bin" / b).is_file()]
@@ -132,19 +137,21 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
                      "a cold build takes long, or set K8SDDP_REQUIRE_KUBE=1)")
     if missing and shutil.which("go") is None:
         _unavailable("Go is not installed (Go >= 1.26 builds the control plane from the module proxy)")
-    state = tmp_path_factory.mktemp("kube-state")
+    state = Path(os.environ.get("K8SDDP_KUBE_STATE") or tmp_path_factory.mktemp("kube-state"))
     env = {**os.environ, "K8SDDP_KUBE_STATE": str(state)}
     t0 = time.monotonic()
     proc = subprocess.run(["bash", str(SCRIPT), "up"], capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
         _unavailable(f"`cluster.sh up` failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     exports = _parse_exports(proc.stdout)
-    print(f"\nkube tier: cluster.sh up took {time.monotonic() - t0:.1f}s")
+    started = "already running" not in proc.stderr
+    print(f"\nkube tier: cluster.sh up took {time.monotonic() - t0:.1f}s" + ("" if started else " (already running)"))
     try:
         yield Kube(kubeconfig=exports["KUBECONFIG"], bin=Path(exports["K8SDDP_KUBE_BIN"]),
                    state=Path(exports["K8SDDP_KUBE_STATE"]), env=exports)
     finally:
-        subprocess.run(["bash", str(SCRIPT), "down"], capture_output=True, text=True, env=env, timeout=120)
+        if started:
+            subprocess.run(["bash", str(SCRIPT), "down"], capture_output=True, text=True, env=env, timeout=120)
 
 
 @pytest.fixture

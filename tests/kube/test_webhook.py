@@ -15,6 +15,7 @@ never reach these webhooks.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import os
 import socket
@@ -186,7 +187,11 @@ class _Silent:
             self.conns.append(conn)
 
     def close(self) -> None:
+        """Stop listening (shutdown wakes the blocked accept, so the port really closes)."""
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
+        self.thread.join(timeout=5)
         for c in self.conns:
             c.close()
 
