@@ -74,11 +74,16 @@ missing_bins() {
   echo "${out# }"
 }
 
-# A module is rebuilt when a binary is missing or its go.sum changed since the last build.
+# A module is rebuilt when a binary is missing or its go.mod/go.sum changed since its last build.
 cmd_build() {
   if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
   go_env
   mkdir -p "$BIN" "$CACHE/logs"
+  # one build at a time per cache (two test sessions, or CI and a developer)
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$CACHE/.build.lock"
+    flock -w 7200 9 || die "another build holds $CACHE/.build.lock"
+  fi
   local mod line m b p stamp want
   for mod in $(printf '%s\n' "${BUILDS[@]}" | cut -d'|' -f1 | uniq); do
     local pkgs=() bins=() missing=0
