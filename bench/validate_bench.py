@@ -13,6 +13,15 @@ env from ConfigMaps), the ConfigMaps they read, Services, Deployments, plain Con
 subprocesses on exactly the same files: ``python -m k8sddp validate DIR`` (every core unless
 ``--jobs``) and ``check-jsonschema --schemafile schemas/pytorchjob.structure.json FILE...`` (one
 process: it has no parallel mode). Target (issue 2): k8sddp at least 15x check-jsonschema.
+
+kubeconform (github.com/yannh/kubeconform, Go; built by ``tests/kube/cluster.sh build`` into
+``${K8SDDP_KUBE_CACHE:-~/.cache/k8sddp-kube}/bin``, or on ``PATH``) is the throughput anchor: a
+compiled, parallel schema validator, run on the same folder with one worker per core and the
+PyTorchJob CRD converted to its schema format (:func:`crd_to_kubeconform`, as its
+``openapi2jsonschema.py`` does: the ``openAPIV3Schema`` of each served version, objects with
+``properties`` closed with ``additionalProperties: false`` unless they preserve unknown
+fields, written as ``{kind}_{version}.json``). Kinds without a local schema are skipped
+(``-ignore-missing-schemas``: there is no network to fetch the built-in ones).
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = REPO / "schemas" / "pytorchjob.structure.json"
+KUBE_CACHE = Path(os.environ.get("K8SDDP_KUBE_CACHE") or Path.home() / ".cache" / "k8sddp-kube")
+CRD_NAME = "kubeflow/kubeflow.org_pytorchjobs.yaml"
 
 GUARDS = (
     ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"),
@@ -173,6 +184,52 @@ def _run(cmd: list[str], **kw: object) -> tuple[float, float, subprocess.Complet
     return wall, cpu, proc
 
 
+def _closed(schema: object) -> object:
+    """``additionalProperties: false`` on every object schema with ``properties`` (kubectl's old
+    client-side validation, which openapi2jsonschema.py recreates), except where the schema
+    keeps unknown fields (``x-kubernetes-preserve-unknown-fields``)."""
+    if isinstance(schema, dict):
+        out = {k: _closed(v) for k, v in schema.items()}
+        if ("properties" in out and "additionalProperties" not in out
+                and not out.get("x-kubernetes-preserve-unknown-fields")):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [_closed(v) for v in schema]
+    return schema
+
+
+def crd_to_kubeconform(crd_path: Path, folder: Path) -> list[Path]:
+    """Write a kubeconform schema ``{kind}_{version}.json`` (lower case) for each version of the
+    CRD at ``crd_path`` into ``folder``; return the files. Use with
+    ``-schema-location 'folder/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json'``."""
+    import yaml
+
+    crd = yaml.safe_load(crd_path.read_text())
+    kind = crd["spec"]["names"]["kind"].lower()
+    out = []
+    for version in crd["spec"]["versions"]:
+        schema = _closed(version["schema"]["openAPIV3Schema"])
+        path = folder / f"{kind}_{version['name']}.json"
+        path.write_text(json.dumps(schema))
+        out.append(path)
+    return out
+
+
+def find_kubeconform() -> str | None:
+    """kubeconform from the kube tier's cache, else ``PATH``."""
+    built = KUBE_CACHE / "bin" / "kubeconform"
+    return str(built) if built.is_file() else shutil.which("kubeconform")
+
+
+def find_crd() -> Path | None:
+    """The PyTorchJob CRD in the shared reference folder (``K8SDDP_REFERENCE``, else ../shared/reference)."""
+    for base in (os.environ.get("K8SDDP_REFERENCE"), REPO.parent / "shared" / "reference", "/work/shared/reference"):
+        if base and (Path(base) / CRD_NAME).is_file():
+            return Path(base) / CRD_NAME
+    return None
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -182,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=10_000, help="manifests to generate (default 10000)")
     parser.add_argument("--seed", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=None, help="k8sddp worker processes (default: every core)")
-    parser.add_argument("--skip-check-jsonschema", action="store_true", help="time k8sddp only")
+    parser.add_argument("--skip-check-jsonschema", action="store_true", help="do not time check-jsonschema")
+    parser.add_argument("--skip-kubeconform", action="store_true", help="do not time kubeconform")
     parser.add_argument("--repeat", type=int, default=3, help="k8sddp runs; the best is reported (default 3)")
     parser.add_argument("--keep", type=Path, help="write the corpus here and keep it")
     args = parser.parse_args(argv)
@@ -225,6 +283,35 @@ def main(argv: list[str] | None = None) -> int:
               f"  (best of {len(runs)}; files {summary['files']}, checked {summary['checked']}, errors {summary['errors']}, "
               f"skipped {sum(summary['skipped'].values())})")
         print(f"  command: PYTHONPATH={REPO} {' '.join(cmd[:-1])} CORPUS")
+        kubeconform, crd = find_kubeconform(), find_crd()
+        if args.skip_kubeconform:
+            pass
+        elif kubeconform is None or crd is None:
+            print("kubeconform:       not run ("
+                  + ("kubeconform not built: bash tests/kube/cluster.sh build" if kubeconform is None
+                     else "no PyTorchJob CRD: ../shared/reference is absent") + ")")
+        else:
+            schemas = folder.parent / f"{folder.name}-kubeconform-schemas"
+            schemas.mkdir(exist_ok=True)
+            crd_to_kubeconform(crd, schemas)
+            kc = [kubeconform, "-schema-location", f"{schemas}/{{{{ .ResourceKind }}}}_{{{{ .ResourceAPIVersion }}}}.json",
+                  "-ignore-missing-schemas", "-strict", "-summary", "-output", "json", "-n", str(cores), str(folder)]
+            kruns = []
+            for _ in range(args.repeat):
+                wall, cpu, proc = _run(kc, cwd=REPO)
+                kruns.append((wall, cpu))
+            shutil.rmtree(schemas, ignore_errors=True)
+            wall, cpu = min(kruns)
+            try:
+                ksum = json.loads(proc.stdout).get("summary", {})
+            except ValueError:
+                ksum = {"output": proc.stdout[-200:]}
+            kc_rate = len(paths) / wall
+            print(f"kubeconform:       {wall:7.2f} s wall {kc_rate:7.0f} manifests/s | {cpu:7.2f} s CPU {len(paths) / cpu:6.0f} "
+                  f"manifests/CPU-s  (best of {len(kruns)}, -n {cores}; exit {proc.returncode}; {ksum})")
+            print("  command: kubeconform -schema-location 'SCHEMAS/{{ .ResourceKind }}_{{ .ResourceAPIVersion }}.json' "
+                  f"-ignore-missing-schemas -strict -summary -output json -n {cores} CORPUS")
+            print(f"ratio (wall): k8sddp is {k_rate / kc_rate:.2f}x kubeconform (the anchor: a compiled schema-only validator)")
         if args.skip_check_jsonschema:
             return 0
 

@@ -15,11 +15,44 @@ from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION
 from .cel import MATCH_CONDITIONS, VALIDATIONS, VARIABLES
 
-__all__ = ["DEFAULT_EXEMPT_LABEL", "POLICY_NAME", "kyverno_policy", "vap_objects"]
+__all__ = ["DEFAULT_EXEMPT_LABEL", "MODES", "POLICY_NAME", "kyverno_policy", "parse_mode", "vap_objects"]
 
 POLICY_NAME = "k8sddp-baseline"
 #: Namespaces carrying this label (key, value) are not checked (``docs/admission.md``).
 DEFAULT_EXEMPT_LABEL = ("k8sddp.dev/guardrails", "disabled")
+
+
+#: ``--mode`` words and the binding's ``validationActions`` they stand for
+#: (admissionregistration.k8s.io/v1 ``ValidationAction``: Deny, Warn, Audit). Deny refuses the
+#: request; Warn returns the message as a warning to the client (kubectl prints it) and admits;
+#: Audit writes ``validation.policy.admission.k8s.io/validation_failure`` into the audit event and
+#: admits. The API server refuses Deny together with Warn ("redundant"), so does :func:`parse_mode`.
+MODES: dict[str, str] = {"deny": "Deny", "warn": "Warn", "audit": "Audit"}
+
+
+def parse_mode(text: str) -> list[str]:
+    """``deny``, ``warn``, ``audit`` or a comma list (``warn,audit``) -> ``validationActions``.
+
+    Args:
+        text: the ``--mode`` value, case-insensitive; spaces around words are ignored.
+
+    Returns:
+        The actions in the order Deny, Warn, Audit, without repeats (``["Warn", "Audit"]``).
+
+    Raises:
+        ValueError: an unknown word, an empty list, or ``deny`` with ``warn`` (the API server's
+            ValidatingAdmissionPolicyBinding validation refuses that pair).
+    """
+    words = [w.strip().lower() for w in text.split(",")]
+    if not words or any(not w for w in words):
+        raise ValueError(f"{text!r}: expected deny, warn, audit or a comma list of them")
+    unknown = [w for w in words if w not in MODES]
+    if unknown:
+        raise ValueError(f"{text!r}: unknown mode {unknown[0]!r} (expected deny, warn or audit)")
+    if "deny" in words and "warn" in words:
+        raise ValueError(f"{text!r}: deny and warn together are refused by the API server "
+                         "(a denied request's message reaches the client already); use deny,audit or warn,audit")
+    return [MODES[m] for m in MODES if m in words]
 
 
 def _annotations() -> dict[str, str]:
@@ -44,7 +77,7 @@ def _namespace_selector(exempt_label: tuple[str, str] | None) -> dict[str, Any]:
 
 def vap_objects(
     *, name: str = POLICY_NAME, exempt_label: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL,
-    failure_policy: str = "Fail",
+    failure_policy: str = "Fail", actions: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """The ValidatingAdmissionPolicy and its binding.
 
@@ -52,7 +85,11 @@ def vap_objects(
         name: name of both objects.
         exempt_label: ``(key, value)``; namespaces with this label are not bound. ``None``
             binds every namespace.
-        failure_policy: ``Fail`` (deny when an expression errors) or ``Ignore``.
+        failure_policy: ``Fail`` (an expression error counts as a failed validation) or ``Ignore``.
+            With ``Fail`` the error follows the binding's actions like any failed validation (a
+            warning under Warn, an audit annotation under Audit: the API server's validating
+            policy dispatcher applies ``validationActions`` to both).
+        actions: the binding's ``validationActions`` (:func:`parse_mode`); default ``["Deny"]``.
 
     Returns:
         ``[policy, binding]`` as plain dicts ready for YAML or JSON.
@@ -86,7 +123,7 @@ def vap_objects(
         "metadata": {"name": name, "labels": _labels(), "annotations": _annotations()},
         "spec": {
             "policyName": name,
-            "validationActions": ["Deny"],
+            "validationActions": list(actions or ["Deny"]),
         },
     }
     selector = _namespace_selector(exempt_label)
@@ -97,6 +134,7 @@ def vap_objects(
 
 def kyverno_policy(
     *, name: str = POLICY_NAME, exempt_label: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL,
+    audit: bool = False,
 ) -> dict[str, Any]:
     """A Kyverno ``ClusterPolicy`` with the same CEL variables, validations and conditions.
 
@@ -105,6 +143,7 @@ def kyverno_policy(
     Args:
         name: the policy's name.
         exempt_label: ``(key, value)``; namespaces with this label are excluded.
+        audit: ``validationFailureAction: Audit`` (admit and report) instead of ``Enforce``.
     """
     rule: dict[str, Any] = {
         "name": "pytorchjob-baseline-guardrails",
@@ -141,5 +180,5 @@ def kyverno_policy(
         "apiVersion": "kyverno.io/v1",
         "kind": "ClusterPolicy",
         "metadata": {"name": name, "labels": _labels(), "annotations": annotations},
-        "spec": {"validationFailureAction": "Enforce", "background": False, "rules": [rule]},
+        "spec": {"validationFailureAction": "Audit" if audit else "Enforce", "background": False, "rules": [rule]},
     }

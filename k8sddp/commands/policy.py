@@ -3,7 +3,10 @@
 ``--format vap`` gives a ValidatingAdmissionPolicy and its binding (Kubernetes >= 1.30),
 ``--format kyverno`` a Kyverno ClusterPolicy (Kyverno >= 1.11). Exit codes: 0 written,
 2 usage error (a name that is not a DNS-1123 subdomain, conflicting flags, ``--failure-policy``
-with ``--format kyverno``) or unwritable ``--out``. See ``docs/admission.md``.
+with ``--format kyverno``, a ``--mode`` the format cannot express) or unwritable ``--out``.
+``--mode deny|warn|audit`` (or ``warn,audit``, ``deny,audit``) sets the binding's
+``validationActions`` so a platform team can roll out in Warn or Audit first. See
+``docs/admission.md``.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ def register(subparsers: Any) -> None:
     e.add_argument("--failure-policy", choices=["Fail", "Ignore"], default=None,
                    help="--format vap only: what an expression error does (default Fail); "
                    "an error with --format kyverno")
+    e.add_argument("--mode", default="deny", metavar="deny|warn|audit",
+                   help="what a violation does: deny (refuse), warn (admit, the client sees a warning), "
+                   "audit (admit, an audit annotation records it), or a comma list such as warn,audit; "
+                   "vap: the binding's validationActions; kyverno: deny or audit only (default deny)")
     e.set_defaults(handler=run)
 
 
@@ -102,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the objects and print or write them.
 
     Raises:
-        UsageError: a bad ``--exempt-namespace-label``, ``--failure-policy`` with
+        UsageError: a bad ``--exempt-namespace-label`` or ``--mode``, ``--failure-policy`` with
             ``--format kyverno``, or an unwritable ``--out``.
     """
     import yaml
@@ -115,6 +122,17 @@ def run(args: argparse.Namespace) -> int:
             "--failure-policy applies to --format vap only; a Kyverno ClusterPolicy has its own "
             "spec.failurePolicy (default Fail), which the exported policy leaves at its default"
         )
+    from ..admission.policy import parse_mode
+
+    try:
+        actions = parse_mode(args.mode)
+    except ValueError as exc:
+        raise UsageError(f"--mode {exc}") from exc
+    if args.format == "kyverno" and actions not in (["Deny"], ["Audit"]):
+        raise UsageError(
+            f"--mode {args.mode} cannot be expressed by a Kyverno ClusterPolicy: its "
+            "validationFailureAction is Enforce (deny) or Audit (audit); use one of those"
+        )
     exempt: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL
     if args.no_namespace_exemption:
         exempt = None
@@ -122,9 +140,10 @@ def run(args: argparse.Namespace) -> int:
         exempt = _label(args.exempt_namespace_label)
     name = args.name or POLICY_NAME
     if args.format == "vap":
-        objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail")
+        objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail",
+                           actions=actions)
     else:
-        objs = [kyverno_policy(name=name, exempt_label=exempt)]
+        objs = [kyverno_policy(name=name, exempt_label=exempt, audit=actions == ["Audit"])]
     if args.output == "json":
         text = json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}, indent=2) + "\n"
     else:

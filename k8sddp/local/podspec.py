@@ -1,16 +1,18 @@
 """What one local "pod" runs: the ``pytorch`` container's command, args and env, as the operator
 and the kubelet would build them, mapped onto this machine.
 
-Sources (Kubeflow training operator v1.9, pkg/controller.v1/pytorch/envvar.go, master.go,
-elastic.go; ../shared/reference/NOTES.md): the operator *appends* to the container's ``env``
-``PYTHONUNBUFFERED`` (the operator writes "0"; Python treats any non-empty value as set), and with
-a Master ``MASTER_PORT`` (the ``pytorchjob-port`` port, default 23456), ``MASTER_ADDR``
+Sources (Kubeflow training operator v1.9.4, pkg/controller.v1/pytorch/envvar.go, master.go,
+elastic.go, apis/kubeflow.org/v1/pytorch_defaults.go; checked against the real operator by
+tests/kube/test_operator.py): the operator *appends* to the container's ``env``
+``PYTHONUNBUFFERED=1``, and with a Master ``MASTER_PORT`` and ``PET_MASTER_PORT`` (the
+``pytorchjob-port`` port, default 23456), ``MASTER_ADDR`` and ``PET_MASTER_ADDR``
 (``<job>-master-0``), ``WORLD_SIZE`` (replicas x nprocPerNode, or replicas when it is not a number),
-``RANK`` (Master 0, Worker i+1), ``PET_NPROC_PER_NODE`` (``nprocPerNode``, default ``auto``) and
-``PET_NODE_RANK`` (= RANK); then for an elastic job ``PET_RDZV_ENDPOINT`` (``<job>-worker-0:port``),
-``PET_RDZV_BACKEND`` (default c10d), ``PET_NNODES`` (``min:max`` or the Worker replicas),
-``PET_MAX_RESTARTS``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ID``, ``PET_RDZV_CONF``, ``PET_STANDALONE``;
-otherwise ``PET_NNODES`` (total replicas). Appended entries come last, so they win over the user's
+``RANK`` (Master 0, Worker i+1) and ``PET_NODE_RANK`` (= RANK); then ``PET_NPROC_PER_NODE``
+(``nprocPerNode``, defaulted to ``auto`` unless an elastic policy sets ``nProcPerNode``); then for
+an elastic job ``PET_RDZV_ENDPOINT`` (``<job>-worker-0:port``), ``PET_RDZV_BACKEND`` (default
+c10d), ``PET_NNODES`` (``min:max``; a missing bound copied from the other, both missing: the
+Worker replicas), ``PET_MAX_RESTARTS``, ``PET_NPROC_PER_NODE``, ``PET_RDZV_ID``,
+``PET_RDZV_CONF``, ``PET_STANDALONE``; otherwise ``PET_NNODES`` (total replicas). Appended entries come last, so they win over the user's
 entries of the same name (the kubelet keeps the last).
 
 The kubelet (k8s.io/kubernetes pkg/kubelet/kubelet_pods.go makeEnvironmentVariables): ``envFrom``
@@ -210,21 +212,32 @@ def _resolve_env(container: dict[str, Any], *, pod: str, labels: dict[str, str],
 
 
 def _operator_env(job: dict[str, Any], rtype: str, index: int, *, master_port: int, rdzv_port: int) -> list[tuple[str, str]]:
+    """The entries the operator appends to a container's env, in its order (v1.9.4
+    pkg/controller.v1/pytorch/envvar.go setPodEnv, master.go, elastic.go), after its defaulting
+    (pytorch_defaults.go: ``nprocPerNode`` "auto" unless an elastic policy sets ``nProcPerNode``;
+    an elastic policy's missing min/max replicas copied from the other, or both the Worker
+    replicas). Compared with the real operator's pods in tests/kube/test_operator.py."""
     spec = job.get("spec") or {}
     replicas = spec.get("pytorchReplicaSpecs") or {}
     total = sum(int((r or {}).get("replicas", 1)) for r in replicas.values())
-    nproc = str(spec.get("nprocPerNode") or "auto")
-    out = [("PYTHONUNBUFFERED", "0")]
+    elastic = spec.get("elasticPolicy") if isinstance(spec.get("elasticPolicy"), dict) else None
+    nproc = spec.get("nprocPerNode")
+    if nproc is None and (elastic is None or elastic.get("nProcPerNode") is None):
+        nproc = "auto"
+    out = [("PYTHONUNBUFFERED", "1")]
     if "Master" in replicas:
         rank = index + 1 if rtype == "Worker" else index
-        world = total * (int(nproc) if nproc.isdigit() else 1)
-        out += [("MASTER_PORT", str(master_port)), ("MASTER_ADDR", "127.0.0.1"), ("WORLD_SIZE", str(world)),
-                ("RANK", str(rank)), ("PET_NPROC_PER_NODE", nproc), ("PET_NODE_RANK", str(rank))]
-    elastic = spec.get("elasticPolicy")
-    if isinstance(elastic, dict):
+        per_node = int(nproc) if nproc is not None and str(nproc).isdigit() else 1
+        out += [("MASTER_PORT", str(master_port)), ("PET_MASTER_PORT", str(master_port)),
+                ("MASTER_ADDR", "127.0.0.1"), ("PET_MASTER_ADDR", "127.0.0.1"),
+                ("WORLD_SIZE", str(total * per_node)), ("RANK", str(rank)), ("PET_NODE_RANK", str(rank))]
+    if nproc is not None:
+        out.append(("PET_NPROC_PER_NODE", str(nproc)))
+    if elastic is not None:
         workers = int((replicas.get("Worker") or {}).get("replicas", 1))
-        nnodes = (f"{elastic['minReplicas']}:{elastic['maxReplicas']}"
-                  if elastic.get("minReplicas") is not None and elastic.get("maxReplicas") is not None else str(workers))
+        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        low, high = (low if low is not None else high), (high if high is not None else low)
+        nnodes = f"{low}:{high}" if low is not None else f"{workers}:{workers}"
         out += [("PET_RDZV_ENDPOINT", f"127.0.0.1:{rdzv_port}"),
                 ("PET_RDZV_BACKEND", str(elastic.get("rdzvBackend") or "c10d")), ("PET_NNODES", nnodes)]
         if elastic.get("maxRestarts") is not None:

@@ -1,4 +1,4 @@
-"""Chart templates rendered with Go text/template + sprig (as Helm does), checked against k8sddp.
+"""Chart templates rendered with the real `helm template`, checked against k8sddp.
 
 - ddpjob: the PyTorchJob equals `k8sddp render`'s for the same spec (parsed objects), the guard
   variables survive any `env` override, and an override of a guard value fails the render.

@@ -44,7 +44,7 @@ def test_operator_env_per_pod(tmp_path: Path) -> None:
     for p in pods:
         e = p.pod_env
         assert (e["WORLD_SIZE"], e["PET_NNODES"], e["PET_NPROC_PER_NODE"]) == ("6", "3", "2")
-        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["PYTHONUNBUFFERED"]) == ("127.0.0.1", "4000", "0")
+        assert (e["MASTER_ADDR"], e["MASTER_PORT"], e["PYTHONUNBUFFERED"]) == ("127.0.0.1", "4000", "1")
     assert pods[0].restart_policy == "OnFailure" and pods[1].restart_policy == "ExitCode"
 
 
@@ -98,3 +98,24 @@ def test_exit_codes_and_backoff() -> None:
     assert [kubelet_backoff(n) for n in (1, 2, 3, 6, 9)] == [10, 20, 40, 300, 300]
     with pytest.raises(ValueError):
         decide("OnFailur", 1)
+
+
+def test_operator_defaults_in_the_env(tmp_path: Path) -> None:
+    """The operator's defaulting (v1.9.4 pytorch_defaults.go) shows in the env it appends:
+    nprocPerNode "auto" when unset, an elastic policy without bounds gets the Worker replicas
+    for both, one bound is copied to the other, and an elastic nProcPerNode replaces nprocPerNode."""
+    j = job()
+    del j["spec"]["nprocPerNode"]
+    p = build_pods(j, configmaps=[CM], local_dir=tmp_path, master_port=4000, rdzv_port=4001)[0]
+    assert p.pod_env["PET_NPROC_PER_NODE"] == "auto" and p.pod_env["WORLD_SIZE"] == "3"
+    assert p.pod_env["PET_MASTER_ADDR"] == "127.0.0.1" and p.pod_env["PET_MASTER_PORT"] == "4000"
+    for policy, nnodes in (({}, "2:2"), ({"maxReplicas": 4}, "4:4"), ({"minReplicas": 1}, "1:1")):
+        j = job(elasticPolicy=dict(policy))
+        del j["spec"]["pytorchReplicaSpecs"]["Master"]
+        p = build_pods(j, configmaps=[CM], local_dir=tmp_path, master_port=1, rdzv_port=4001)[0]
+        assert p.pod_env["PET_NNODES"] == nnodes, policy
+    j = job(elasticPolicy={"nProcPerNode": 4})
+    del j["spec"]["pytorchReplicaSpecs"]["Master"]
+    del j["spec"]["nprocPerNode"]
+    p = build_pods(j, configmaps=[CM], local_dir=tmp_path, master_port=1, rdzv_port=4001)[0]
+    assert p.pod_env["PET_NPROC_PER_NODE"] == "4"

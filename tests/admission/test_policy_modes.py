@@ -1,0 +1,45 @@
+"""`policy export --mode`: the binding's validationActions (Kyverno: validationFailureAction)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from k8sddp.admission.policy import parse_mode, vap_objects
+from k8sddp.cli import main
+
+
+@pytest.mark.parametrize(("text", "actions"), [
+    ("deny", ["Deny"]), ("warn", ["Warn"]), ("audit", ["Audit"]),
+    ("warn,audit", ["Warn", "Audit"]), ("Audit, deny", ["Deny", "Audit"]), ("audit,audit", ["Audit"]),
+])
+def test_parse_mode(text: str, actions: list[str]) -> None:
+    assert parse_mode(text) == actions
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("deny,warn", "deny and warn together"), ("block", "unknown mode 'block'"), ("warn,", "expected deny"),
+])
+def test_parse_mode_refuses(text: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        parse_mode(text)
+
+
+@pytest.mark.parametrize(("mode", "actions"), [("warn", ["Warn"]), ("audit", ["Audit"]), ("deny", ["Deny"])])
+def test_export_writes_the_binding_actions(mode: str, actions: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "export", "--format", "vap", "--mode", mode]) == 0
+    policy, binding = yaml.safe_load_all(capsys.readouterr().out)
+    assert binding["spec"]["validationActions"] == actions
+    # the policy itself does not change with the mode: only the binding does
+    assert policy == vap_objects()[0]
+
+
+def test_default_is_deny_and_kyverno_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policy", "export", "--format", "vap"]) == 0
+    assert list(yaml.safe_load_all(capsys.readouterr().out))[1]["spec"]["validationActions"] == ["Deny"]
+    assert main(["policy", "export", "--format", "kyverno", "--mode", "audit"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["spec"]["validationFailureAction"] == "Audit"
+    assert main(["policy", "export", "--format", "kyverno", "--mode", "warn"]) == 2
+    assert "cannot be expressed by a Kyverno ClusterPolicy" in capsys.readouterr().err
+    assert main(["policy", "export", "--format", "vap", "--mode", "deny,warn"]) == 2
+    assert "refused by the API server" in capsys.readouterr().err

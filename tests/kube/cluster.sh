@@ -1,0 +1,429 @@
+#!/usr/bin/env bash
+# A real, kubelet-less Kubernetes control plane on 127.0.0.1 for the kube test tier.
+#
+#   tests/kube/cluster.sh build   build the binaries into the cache (once; reused when present)
+#   tests/kube/cluster.sh up      build if needed, start everything, print `export KUBECONFIG=...`
+#   tests/kube/cluster.sh env     print the exports of the running cluster
+#   tests/kube/cluster.sh down    stop what `up` started (by pid) and remove its state
+#   tests/kube/cluster.sh status  say which components run
+#
+# Components (each ONE entry below: a build line in BUILDS and a start_/ready_ pair named in
+# COMPONENTS): etcd (go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes pins),
+# kube-apiserver and kube-controller-manager (job, garbage-collector, namespace, serviceaccount,
+# serviceaccount-token controllers) and kubectl from k8s.io/kubernetes, the Kubeflow training
+# operator v1.9 (PyTorchJob only) with its own validating webhook; helm and kubeconform are
+# built for the chart tests and the validate benchmark. There is no kubelet and no scheduler:
+# pods stay Pending until a test patches their status subresource as a kubelet would.
+#
+# Environment: K8SDDP_KUBE_CACHE (default ~/.cache/k8sddp-kube: Go module cache, build cache,
+# bin/, logs/), K8SDDP_KUBE_STATE (default $K8SDDP_KUBE_CACHE/run: certificates, kubeconfig,
+# etcd data, pid files, component logs, the audit log), K8SDDP_REFERENCE (the shared reference
+# folder with kubeflow/kubeflow.org_pytorchjobs.yaml; default ../shared/reference next to the
+# repository, then /work/shared/reference).
+# Exit codes: 0 ok, 2 usage, 3 a build or a component failed (its log is named).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+CACHE="${K8SDDP_KUBE_CACHE:-$HOME/.cache/k8sddp-kube}"
+STATE="${K8SDDP_KUBE_STATE:-$CACHE/run}"
+BIN="$CACHE/bin"
+KUBE_VERSION="v1.36.3"   # tests/kube/gomod/kube/go.mod
+
+# --- builds: "module-dir|binary|go package" (one line per binary; a module builds in one go) ---
+BUILDS=(
+  "kube|etcd|go.etcd.io/etcd/server/v3"
+  "kube|kube-apiserver|k8s.io/kubernetes/cmd/kube-apiserver"
+  "kube|kube-controller-manager|k8s.io/kubernetes/cmd/kube-controller-manager"
+  "kube|kubectl|k8s.io/kubernetes/cmd/kubectl"
+  "peers|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1"
+  "peers|helm|helm.sh/helm/v3/cmd/helm"
+  "peers|kubeconform|github.com/yannh/kubeconform/cmd/kubeconform"
+)
+# --- components started by `up`, in order; each has start_<name> and ready_<name> ---
+COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator)
+UP_OK=0
+
+die() { echo "cluster.sh: $*" >&2; exit 3; }
+log() { echo "cluster.sh: $*" >&2; }
+
+go_env() {
+  export GOMODCACHE="$CACHE/gomod" GOCACHE="$CACHE/gobuild" GOFLAGS="-buildvcs=false -mod=readonly"
+  export CGO_ENABLED=0 GOTOOLCHAIN=local
+}
+
+# ldflags for one module: strip symbols; kubernetes binaries get their version stamped, as the
+# release build does (hack/lib/version.sh), so `kubectl version` and discovery report it.
+ldflags_for() {
+  local flags="-s -w"
+  if [ "$1" = kube ]; then
+    local v=k8s.io/component-base/version minor="${KUBE_VERSION#v1.}"
+    minor="${minor%%.*}"
+    flags="$flags -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor"
+    flags="$flags -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
+  fi
+  echo "$flags"
+}
+
+missing_bins() {
+  local line m b p out=""
+  for line in "${BUILDS[@]}"; do
+    IFS='|' read -r m b p <<<"$line"
+    [ "$m" = "$1" ] && [ ! -x "$BIN/$b" ] && out="$out $b"
+  done
+  echo "${out# }"
+}
+
+# A module is rebuilt when a binary is missing or its go.mod/go.sum changed since its last build.
+cmd_build() {
+  if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
+  go_env
+  mkdir -p "$BIN" "$CACHE/logs"
+  # one build at a time per cache (two test sessions, or CI and a developer)
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>"$CACHE/.build.lock"
+    flock -w 7200 9 || die "another build holds $CACHE/.build.lock"
+  fi
+  local mod line m b p stamp want
+  for mod in $(printf '%s\n' "${BUILDS[@]}" | cut -d'|' -f1 | uniq); do
+    local pkgs=() bins=() missing=0
+    for line in "${BUILDS[@]}"; do
+      IFS='|' read -r m b p <<<"$line"
+      [ "$m" = "$mod" ] || continue
+      pkgs+=("$p"); bins+=("$b")
+      [ -x "$BIN/$b" ] || missing=1
+    done
+    want="$(cat "$HERE/gomod/$mod/go.mod" "$HERE/gomod/$mod/go.sum" | sha256sum | cut -c1-16)"
+    stamp="$BIN/.$mod.stamp"
+    if [ "$missing" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+      continue
+    fi
+    if ! command -v go >/dev/null 2>&1; then
+      [ "$missing" = 0 ] || die "go not found on PATH and $(missing_bins "$mod") not built in $BIN (Go >= 1.26 builds them)"
+      log "go not found: using the binaries of module $mod already in $BIN (built from another go.sum)"
+      continue
+    fi
+    log "building ${bins[*]} (module tests/kube/gomod/$mod; log $CACHE/logs/build-$mod.log)"
+    local out="$CACHE/build-$mod.tmp" t0
+    rm -rf "$out"; mkdir -p "$out"
+    t0=$(date +%s)
+    if ! (cd "$HERE/gomod/$mod" && go mod download && \
+          go build -trimpath -ldflags="$(ldflags_for "$mod")" -o "$out/" "${pkgs[@]}") \
+          >"$CACHE/logs/build-$mod.log" 2>&1; then
+      tail -n 30 "$CACHE/logs/build-$mod.log" >&2
+      die "building module $mod failed (log $CACHE/logs/build-$mod.log)"
+    fi
+    # go build names a binary after the package path's last element (a /vN suffix skipped).
+    for line in "${BUILDS[@]}"; do
+      IFS='|' read -r m b p <<<"$line"
+      [ "$m" = "$mod" ] || continue
+      local base="${p##*/}"
+      if [[ "$base" =~ ^v[0-9]+$ ]]; then base="$(basename "$(dirname "$p")")"; fi
+      mv -f "$out/$base" "$BIN/$b"
+    done
+    rm -rf "$out"
+    echo "$want" >"$stamp"
+    log "built module $mod in $(( $(date +%s) - t0 )) s"
+  done
+}
+
+# --- helpers -----------------------------------------------------------------------------------
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+pid_alive() { [ -f "$STATE/pids/$1" ] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+
+# spawn NAME CMD...: start a component in its own session, log to $STATE/logs/NAME.log.
+spawn() {
+  local name="$1"; shift
+  setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$STATE/pids/$name"
+}
+
+# wait_for NAME SECONDS CHECK...: poll CHECK until it succeeds; fail with the component's log.
+wait_for() {
+  local name="$1" secs="$2"; shift 2
+  local end=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_alive "$name"; then
+      tail -n 40 "$STATE/logs/$name.log" >&2 || true
+      die "$name exited during start-up (log $STATE/logs/$name.log)"
+    fi
+    if [ "$(date +%s)" -ge "$end" ]; then
+      tail -n 40 "$STATE/logs/$name.log" >&2 || true
+      die "$name not ready after ${secs}s (log $STATE/logs/$name.log)"
+    fi
+    sleep 0.3
+  done
+}
+
+kctl() { "$BIN/kubectl" --kubeconfig "$STATE/kubeconfig" "$@"; }
+
+# new_cert NAME CN SUBJ-EXTRA EXTFILE-LINES: a key and a certificate signed by the cluster CA.
+new_cert() {
+  local name="$1" subj="$2" ext="$3"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/$name.key" -subj "$subj" \
+    -out "$STATE/pki/$name.csr" 2>/dev/null
+  printf '%b\n' "$ext" >"$STATE/pki/$name.ext"
+  openssl x509 -req -in "$STATE/pki/$name.csr" -CA "$STATE/pki/ca.crt" -CAkey "$STATE/pki/ca.key" \
+    -CAcreateserial -days 3650 -sha256 -extfile "$STATE/pki/$name.ext" -out "$STATE/pki/$name.crt" 2>/dev/null
+  chmod 600 "$STATE/pki/$name.key"
+}
+
+make_pki() {
+  mkdir -p "$STATE/pki"; chmod 700 "$STATE/pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=k8sddp-test-ca" \
+    -keyout "$STATE/pki/ca.key" -out "$STATE/pki/ca.crt" 2>/dev/null
+  local client="basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth"
+  new_cert apiserver "/CN=kube-apiserver" \
+    "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+  new_cert admin "/O=system:masters/CN=k8sddp-admin" "$client"
+  new_cert controller-manager "/CN=system:kube-controller-manager" "$client"
+  # service-account token signing key pair
+  openssl genrsa -out "$STATE/pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2>/dev/null
+  chmod 600 "$STATE/pki/sa.key"
+}
+
+# write_kubeconfig FILE USER-CERT-NAME: a kubeconfig (mode 0600) with a client certificate.
+write_kubeconfig() {
+  local file="$1" user="$2"
+  (umask 077
+   cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: k8sddp-test
+  cluster:
+    server: https://127.0.0.1:$(cat "$STATE/ports/apiserver")
+    certificate-authority: $STATE/pki/ca.crt
+users:
+- name: $user
+  user:
+    client-certificate: $STATE/pki/$user.crt
+    client-key: $STATE/pki/$user.key
+contexts:
+- name: k8sddp-test
+  context: {cluster: k8sddp-test, user: $user, namespace: default}
+current-context: k8sddp-test
+EOF
+  )
+  chmod 600 "$file"
+}
+
+reference_dir() {
+  local c
+  for c in "${K8SDDP_REFERENCE:-}" "$REPO/../shared/reference" /work/shared/reference; do
+    if [ -n "$c" ] && [ -f "$c/kubeflow/kubeflow.org_pytorchjobs.yaml" ]; then echo "$c"; return 0; fi
+  done
+  return 1
+}
+
+# --- components --------------------------------------------------------------------------------
+start_etcd() {
+  local port peer
+  port=$(free_port); peer=$(free_port); echo "$port" >"$STATE/ports/etcd"
+  mkdir -p "$STATE/etcd"; chmod 700 "$STATE/etcd"
+  spawn etcd "$BIN/etcd" --name k8sddp --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "k8sddp=http://127.0.0.1:$peer" --unsafe-no-fsync --log-level warn
+}
+ready_etcd() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/etcd")/health"; }
+
+start_kube-apiserver() {
+  local port; port=$(free_port); echo "$port" >"$STATE/ports/apiserver"
+  cat >"$STATE/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: kubeflow.org}]
+- level: None
+EOF
+  spawn kube-apiserver "$BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$(cat "$STATE/ports/etcd")" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
+    --tls-cert-file "$STATE/pki/apiserver.crt" --tls-private-key-file "$STATE/pki/apiserver.key" \
+    --client-ca-file "$STATE/pki/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$STATE/pki/sa.pub" --service-account-signing-key-file "$STATE/pki/sa.key" \
+    --api-audiences https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --endpoint-reconciler-type none \
+    --authorization-mode RBAC \
+    --enable-admission-plugins ValidatingAdmissionWebhook,ValidatingAdmissionPolicy \
+    --audit-policy-file "$STATE/audit-policy.yaml" --audit-log-path "$STATE/audit.log" \
+    --audit-log-format json --audit-log-mode blocking \
+    --profiling=false --v 1
+}
+ready_kube-apiserver() {
+  [ -f "$STATE/kubeconfig" ] || write_kubeconfig "$STATE/kubeconfig" admin
+  [ "$(curl -fsS --cacert "$STATE/pki/ca.crt" --cert "$STATE/pki/admin.crt" --key "$STATE/pki/admin.key" \
+        "https://127.0.0.1:$(cat "$STATE/ports/apiserver")/readyz")" = ok ]
+}
+
+# The controllers the tests need; validatingadmissionpolicy-status-controller writes a policy's
+# status.typeChecking (the API server itself does not).
+KCM_CONTROLLERS="job-controller,garbage-collector-controller,namespace-controller,serviceaccount-controller"
+KCM_CONTROLLERS="$KCM_CONTROLLERS,serviceaccount-token-controller,validatingadmissionpolicy-status-controller"
+
+start_kube-controller-manager() {
+  local port; port=$(free_port); echo "$port" >"$STATE/ports/controller-manager"
+  write_kubeconfig "$STATE/controller-manager.kubeconfig" controller-manager
+  spawn kube-controller-manager "$BIN/kube-controller-manager" \
+    --kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$port" --leader-elect=false \
+    --controllers "$KCM_CONTROLLERS" \
+    --use-service-account-credentials \
+    --service-account-private-key-file "$STATE/pki/sa.key" --root-ca-file "$STATE/pki/ca.crt" \
+    --v 1
+}
+ready_kube-controller-manager() {
+  curl -fsSk "https://127.0.0.1:$(cat "$STATE/ports/controller-manager")/healthz" &&
+    kctl get serviceaccount default -n default
+}
+
+# The training operator's cert rotator (open-policy-agent/cert-controller) reads and refreshes the
+# Secret kubeflow/training-operator-webhook-cert, injects its CA into the
+# ValidatingWebhookConfiguration validator.training-operator.kubeflow.org, and waits for the
+# kubelet to mount the Secret at /tmp/k8s-webhook-server/serving-certs (a fixed path in
+# pkg/cert/cert.go) before it starts the controllers. Here the Secret is created with a CA and a
+# serving certificate that the rotator accepts as valid (SAN training-operator.kubeflow.svc, CA
+# SAN training-operator-ca, > 90 days), the certificate also names 127.0.0.1 so the webhook is
+# called by URL on loopback, and this script does the kubelet's mount.
+start_training-operator() {
+  local ref; ref="$(reference_dir)" || die "no shared reference folder with kubeflow/kubeflow.org_pytorchjobs.yaml (set K8SDDP_REFERENCE)"
+  kctl apply --server-side -f "$ref/kubeflow/kubeflow.org_pytorchjobs.yaml" >/dev/null
+  local end=$(( $(date +%s) + 60 ))
+  until [ "$(kctl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do
+    [ "$(date +%s)" -lt "$end" ] || die "CRD pytorchjobs.kubeflow.org not established after 60s"
+    sleep 0.3
+  done
+  local d="$STATE/pki/operator" wport mport hport
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/O=training-operator/CN=training-operator-ca" \
+    -addext "subjectAltName=DNS:training-operator-ca" -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,digitalSignature" \
+    -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$d/tls.key" -subj "/CN=training-operator.kubeflow.svc" \
+    -out "$d/tls.csr" 2>/dev/null
+  printf 'subjectAltName=DNS:training-operator.kubeflow.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$d/ext"
+  openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 \
+    -sha256 -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+  wport=$(free_port); mport=$(free_port); hport=$(free_port)
+  echo "$hport" >"$STATE/ports/operator-health"
+  kctl create namespace kubeflow --dry-run=client -o yaml | kctl apply -f - >/dev/null
+  kctl -n kubeflow create secret generic training-operator-webhook-cert \
+    --from-file "$d/ca.crt" --from-file "$d/ca.key" --from-file "$d/tls.crt" --from-file "$d/tls.key" \
+    --dry-run=client -o yaml | kctl apply -f - >/dev/null
+  kctl apply -f - >/dev/null <<EOF
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: validator.training-operator.kubeflow.org
+webhooks:
+- name: validator.pytorchjob.training-operator.kubeflow.org
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig:
+    url: https://127.0.0.1:$wport/validate-kubeflow-org-v1-pytorchjob
+    caBundle: $(base64 -w0 "$d/ca.crt")
+  rules:
+  - apiGroups: [kubeflow.org]
+    apiVersions: [v1]
+    operations: [CREATE, UPDATE]
+    resources: [pytorchjobs]
+EOF
+  # the kubelet's secret mount: where the rotator looks (fixed) and where the server reads
+  mkdir -p "$STATE/operator-tmp/k8s-webhook-server/serving-certs" /tmp/k8s-webhook-server/serving-certs
+  cp "$d/tls.crt" "$d/tls.key" "$STATE/operator-tmp/k8s-webhook-server/serving-certs/"
+  [ -f /tmp/k8s-webhook-server/serving-certs/tls.crt ] || cp "$d/tls.crt" "$d/tls.key" /tmp/k8s-webhook-server/serving-certs/
+  TMPDIR="$STATE/operator-tmp" MY_POD_NAMESPACE=kubeflow KUBECONFIG="$STATE/kubeconfig" \
+    spawn training-operator "$BIN/training-operator" --enable-scheme pytorchjob \
+    --webhook-server-port "$wport" --metrics-bind-address "127.0.0.1:$mport" \
+    --health-probe-bind-address "127.0.0.1:$hport" --leader-elect=false
+}
+ready_training-operator() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/operator-health")/readyz"; }
+
+# --- commands ----------------------------------------------------------------------------------
+print_env() {
+  echo "export KUBECONFIG=$STATE/kubeconfig"
+  echo "export K8SDDP_KUBE_BIN=$BIN"
+  echo "export K8SDDP_KUBE_STATE=$STATE"
+  echo "export K8SDDP_KUBE_AUDIT_LOG=$STATE/audit.log"
+}
+
+any_running() {
+  local c
+  for c in "${COMPONENTS[@]}"; do pid_alive "$c" && return 0; done
+  return 1
+}
+
+cmd_up() {
+  if any_running; then
+    log "a cluster is already running (state $STATE); \`$0 down\` stops it"
+    print_env
+    return 0
+  fi
+  for tool in openssl curl python3 setsid; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found on PATH"
+  done
+  cmd_build
+  rm -rf "$STATE"
+  mkdir -p "$STATE"/{pids,logs,ports}; chmod 700 "$STATE"
+  local t0 c; t0=$(date +%s)
+  # a component that fails to start: stop the ones already started, keep the logs
+  trap '[ "$UP_OK" = 1 ] || { log "start-up failed: stopping what was started (logs stay in $STATE/logs)"; stop_all >/dev/null; }' EXIT
+  make_pki
+  for c in "${COMPONENTS[@]}"; do
+    "start_$c"
+    if ! wait_for "$c" 120 "ready_$c"; then exit 3; fi
+    log "$c ready ($(( $(date +%s) - t0 )) s)"
+  done
+  UP_OK=1
+  print_env
+}
+
+# stop_all: SIGTERM each recorded component, newest first; SIGKILL after 10 s. Prints the count.
+stop_all() {
+  local c i pid stopped=0
+  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
+    c="${COMPONENTS[$i]}"
+    if pid_alive "$c"; then
+      pid="$(cat "$STATE/pids/$c")"
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+      kill -KILL "$pid" 2>/dev/null || true
+      stopped=$((stopped + 1))
+    fi
+  done
+  echo "$stopped"
+}
+
+cmd_down() {
+  local stopped; stopped="$(stop_all)"
+  if [ -d "$STATE/pids" ]; then rm -rf "$STATE"; fi
+  log "stopped $stopped component(s)"
+}
+
+cmd_status() {
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    if pid_alive "$c"; then echo "$c running (pid $(cat "$STATE/pids/$c"))"; else echo "$c stopped"; fi
+  done
+}
+
+case "${1:-}" in
+  build) cmd_build ;;
+  up) cmd_up ;;
+  down) cmd_down ;;
+  env)
+    any_running || { echo "cluster.sh: no cluster running (state $STATE)" >&2; exit 3; }
+    print_env ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 build|up|down|env|status" >&2; exit 2 ;;
+esac

@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins the main packages that tests/kube/cluster.sh builds, so that
+// `go mod tidy` keeps their dependencies in go.sum.
+package tools
+
+import (
+	_ "go.etcd.io/etcd/server/v3"
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)

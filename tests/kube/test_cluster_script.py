@@ -1,0 +1,38 @@
+"""`tests/kube/cluster.sh` itself: usage, `env` without a cluster, and the running cluster's
+files (modes 0600) and second `up`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from .conftest import SCRIPT, Kube
+
+
+def _script(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "K8SDDP_KUBE_STATE": str(state)}
+    return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_usage_and_env_without_a_cluster(tmp_path: Path) -> None:
+    res = _script("frobnicate", state=tmp_path)
+    assert res.returncode == 2 and "usage:" in res.stderr
+    res = _script("env", state=tmp_path)
+    assert res.returncode == 3 and "no cluster running" in res.stderr
+    res = _script("down", state=tmp_path)
+    assert res.returncode == 0 and "stopped 0 component(s)" in res.stderr
+
+
+def test_running_cluster_files_and_second_up(kube: Kube) -> None:
+    for path in (Path(kube.kubeconfig), kube.state / "pki" / "admin.key", kube.state / "pki" / "sa.key",
+                 kube.state / "controller-manager.kubeconfig"):
+        assert (path.stat().st_mode & 0o777) == 0o600, path
+    res = _script("up", state=kube.state)
+    assert res.returncode == 0
+    assert "already running" in res.stderr
+    assert f"export KUBECONFIG={kube.kubeconfig}" in res.stdout
+    res = _script("status", state=kube.state)
+    assert res.stdout.count("running (pid") == 4, res.stdout
+    version = kube.kubectl("version", "-o", "json").stdout
+    assert '"gitVersion": "v1.36.3"' in version
