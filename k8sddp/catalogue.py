@@ -22,7 +22,7 @@ from .findings import Severity
 __all__ = ["CATALOGUE_VERSION", "LAYERS", "PROFILES", "RULES", "Rule", "get_rule", "rules_for"]
 
 #: Bumped whenever a rule is added, removed or changes meaning; reported by the webhook.
-CATALOGUE_VERSION = "2026.11.2"
+CATALOGUE_VERSION = "2026.12.1"
 
 Layer = Literal["input", "structure", "baseline", "strict", "lint"]
 LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict", "lint")
@@ -106,6 +106,9 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP107", "enum-values", _E, "structure", "restartPolicy and cleanPodPolicy hold values the operator knows.",
          "The CRD has no enums: a typo passes the API server and the operator falls back to a default.",
          "Kubeflow common v1 types RestartPolicy and CleanPodPolicy"),
+    Rule("KDP115", "nonnegative-quantities", _E, "structure", "Container resource requests and limits are non-negative quantities.",
+         "The CRD's quantity pattern allows a sign, but pod validation refuses a negative request or limit: the operator's pods are never created.",
+         "Kubernetes pkg/apis/core/validation ValidateResourceQuantityValue (must be greater than or equal to 0)"),
     # -- baseline --------------------------------------------------------------------------
     Rule("KDP201", "nccl-async-error-handling", _E, "baseline",
          "The pytorch container's effective TORCH_NCCL_ASYNC_ERROR_HANDLING (or, where absent, NCCL_ASYNC_ERROR_HANDLING) is 1 or 3.",
@@ -118,15 +121,15 @@ _RULES: tuple[Rule, ...] = (
          "Python docs: faulthandler and PYTHONFAULTHANDLER (fatal signals only)"),
     # -- strict ----------------------------------------------------------------------------
     Rule("KDP301", "process-group-timeout", _E, "strict",
-         "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds.",
+         "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds, at most 7 days (604800).",
          "The process-group timeout bounds each collective; the defaults (10 min NCCL, 30 min gloo) are implicit and differ.",
          KDP_CONTRACT + "; torch.distributed.constants (default timeouts)"),
     Rule("KDP302", "watchdog-timeout", _E, "strict",
-         "K8SDDP_WATCHDOG_TIMEOUT_SECONDS is a positive whole number of seconds.",
+         "K8SDDP_WATCHDOG_TIMEOUT_SECONDS is a positive whole number of seconds, at most 7 days (604800).",
          "The heartbeat watchdog turns a stall outside any collective (a rank-0-only branch) into a fast, retryable exit.",
          KDP_CONTRACT),
     Rule("KDP303", "max-hang-restarts", _E, "strict",
-         "K8SDDP_MAX_HANG_RESTARTS is a whole number (0 or more).",
+         "K8SDDP_MAX_HANG_RESTARTS is a whole number from 0 to 2147483647 (int32).",
          "Under restartPolicy ExitCode the operator recreates pods without counting them against backoffLimit: a deterministic hang loops forever without this cap.",
          KDP_CONTRACT + "; " + KUBEFLOW_RESTART),
     Rule("KDP304", "flight-recorder-dump", _E, "strict",
