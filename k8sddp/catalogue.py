@@ -156,6 +156,16 @@ _RULES: tuple[Rule, ...] = (
          "nprocPerNode, torchrun's --nproc-per-node and the GPU limit of the pytorch container agree.",
          "A mismatch leaves GPUs idle, or puts two ranks on one GPU, or makes WORLD_SIZE disagree with the ranks that join: rendezvous waits forever.",
          "Kubeflow trainer v1.9.4 pkg/controller.v1/pytorch/envvar.go (WORLD_SIZE = pods x nprocPerNode)"),
+    Rule("KDP320", "privileged-container", _W, "strict",
+         "No container, init container or sidecar of a replica runs privileged.",
+         "A privileged container has every device and capability of the node; GPUs and RDMA need only their device plugin's "
+         "resources (and IPC_LOCK). k8sddp render never adds one: a spec that asks gets it, with this warning.",
+         "Kubernetes Pod Security Standards, baseline profile (privileged containers disallowed); NVIDIA device plugin docs"),
+    Rule("KDP321", "host-path-volume", _W, "strict",
+         "No replica mounts a hostPath volume.",
+         "A hostPath ties the pod to one node's files: checkpoints or data written there are lost when the pod is recreated elsewhere, "
+         "and the pod can read the node. k8sddp render never adds one: a spec that asks gets it, with this warning.",
+         "Kubernetes docs, Volumes: hostPath (security risks; Pod Security Standards baseline disallows it)"),
     # -- lint ------------------------------------------------------------------------------
     Rule("KDP500", "python-syntax", _E, "lint", "The training script parses as Python.",
          "A file the linter cannot parse is not checked at all; the job would fail at import anyway.",
