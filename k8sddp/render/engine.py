@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import functools
 import json
+import re
 from typing import Any
 
 import jinja2
@@ -24,10 +25,21 @@ __all__ = ["RenderResult", "render_spec", "to_yaml"]
 TEMPLATE = "pytorchjob.yaml.j2"
 
 
+_SURROGATE_PAIR = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _yaml_escape(m: re.Match[str]) -> str:
+    code = 0x10000 + ((int(m.group(1), 16) - 0xD800) << 10) + (int(m.group(2), 16) - 0xDC00)
+    return f"\\U{code:08x}"
+
+
 def yaml_value(value: Any) -> str:
     """Emit ``value`` as a JSON flow scalar/collection: valid YAML that no content can escape
-    (``: ``, ``#``, quotes, newlines and ``{{ }}`` all end up inside a quoted string)."""
-    return json.dumps(value, ensure_ascii=True, separators=(", ", ": "))
+    (``: ``, ``#``, quotes, newlines and ``{{ }}`` all end up inside a quoted string).
+
+    JSON writes a character beyond U+FFFF as a surrogate pair (``\\ud800\\udc00``), which YAML
+    refuses; it is written as YAML's ``\\U0001xxxx`` instead."""
+    return _SURROGATE_PAIR.sub(_yaml_escape, json.dumps(value, ensure_ascii=True, separators=(", ", ": ")))
 
 
 @functools.lru_cache(maxsize=1)
