@@ -1,7 +1,7 @@
 """k8sddp render: golden output, determinism, injection safety, guard variables that cannot be lost.
 
 Regenerate the golden file after an intended change with:
-    python -m k8sddp render examples/ddpjob.yaml --out tests/golden/demo.pytorchjob.yaml
+    python tests/golden/regen.py
 """
 
 from __future__ import annotations
