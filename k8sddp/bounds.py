@@ -25,17 +25,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-__all__ = [
-    "INT32_MAX",
-    "INT64_MAX",
-    "MAX_DURATION_SECONDS",
-    "MAX_SEED",
-    "QUANTITY_PATTERN",
-    "NONNEGATIVE_QUANTITY_PATTERN",
-    "decimal_range_pattern",
-    "is_nonnegative_quantity",
-    "quantity_value",
-]
+__all__ = ["INT32_MAX", "INT64_MAX", "MAX_DURATION_SECONDS", "MAX_SEED", "NONNEGATIVE_QUANTITY_PATTERN", "QUANTITY_PATTERN", "decimal_range_pattern", "is_nonnegative_quantity", "quantity_value"]
 
 #: Largest value of a Kubernetes ``int32`` field (replicas, nprocPerNode, backoffLimit, ...).
 INT32_MAX = 2**31 - 1

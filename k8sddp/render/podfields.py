@@ -17,7 +17,7 @@ from typing import Any
 from ..bounds import quantity_value
 from ..errors import SpecError
 
-__all__ = ["SHM_VOLUME", "CHECKPOINT_VOLUME", "init_containers", "pod_metadata", "resources", "volumes"]
+__all__ = ["CHECKPOINT_VOLUME", "SHM_VOLUME", "init_containers", "pod_metadata", "resources", "volumes"]
 
 SHM_VOLUME = "dshm"
 CHECKPOINT_VOLUME = "checkpoints"
