@@ -99,19 +99,27 @@ def _failing(objects: list[dict[str, Any]]) -> list[Finding]:
     return validate_objects(objects, file="<rendered>", profile="strict").failing()
 
 
-def _culprit(spec: dict[str, Any]) -> str | None:
-    """The first of :data:`SUSPECTS` without which the spec renders a job that passes, if any."""
-    for field in SUSPECTS:
-        if field not in spec["spec"]:
-            continue
-        trial = copy.deepcopy(spec)
+def _passes_without(spec: dict[str, Any], fields: list[str]) -> bool:
+    trial = copy.deepcopy(spec)
+    for field in fields:
         del trial["spec"][field]
-        try:
-            objects, _ = _render_objects(trial)
-        except K8sddpError:
-            continue
-        if not _failing(objects):
+    try:
+        objects, _ = _render_objects(trial)
+    except K8sddpError:
+        return False
+    return not _failing(objects)
+
+
+def _culprit(spec: dict[str, Any]) -> str | None:
+    """The first of :data:`SUSPECTS` without which the spec renders a job that passes; else, when
+    several fail the job each on their own, all the suspects the spec sets, if the job passes
+    without them (``"env, podTemplatePatch"``); else ``None``."""
+    present = [f for f in SUSPECTS if f in spec["spec"]]
+    for field in present:
+        if _passes_without(spec, [field]):
             return field
+    if len(present) > 1 and _passes_without(spec, present):
+        return ", spec.".join(present)
     return None
 
 
@@ -137,6 +145,6 @@ def render_spec(spec: dict[str, Any]) -> RenderResult:
         field = _culprit(spec)
         if field is not None:
             raise SpecError(f"the rendered PyTorchJob would fail its guardrails because of spec.{field}: {details}",
-                            path=f"spec.{field}")
+                            path=f"spec.{field.split(',')[0]}")
         raise ValidationError(f"the rendered manifest fails its own guardrails: {details}", failing)
     return RenderResult(objects=objects, text=text)
