@@ -1,7 +1,7 @@
 """k8sddp render: golden output, determinism, injection safety, guard variables that cannot be lost.
 
 Regenerate the golden file after an intended change with:
-    python -m k8sddp render examples/ddpjob.yaml --out tests/golden/demo.pytorchjob.yaml
+    python tests/golden/regen.py
 """
 
 from __future__ import annotations
@@ -153,12 +153,14 @@ def test_user_env_repeating_the_same_value_is_harmless():
 
 def test_invalid_spec_is_located(tmp_path):
     bad = tmp_path / "bad.yaml"
+    lines = Path(EXAMPLE).read_text().splitlines()
+    name_line, nodes_line = lines.index("  name: demo") + 1, lines.index("  nodes: 2") + 1
     bad.write_text(Path(EXAMPLE).read_text().replace("nodes: 2", "nodes: two").replace("name: demo", "name: Demo_Job"))
     with pytest.raises(SpecError) as info:
         load_spec(str(bad))
     text = str(info.value)
-    assert f"{bad}:5: metadata.name" in text
-    assert f"{bad}:15: spec.nodes" in text and "integer" in text
+    assert f"{bad}:{name_line}: metadata.name" in text
+    assert f"{bad}:{nodes_line}: spec.nodes" in text and "integer" in text
 
 
 @pytest.mark.parametrize("bad", ["spec.nodes", "spec..x=1", "spec.env[9].value=1"])

@@ -141,6 +141,7 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
         _note_skipped(sub)
         return 0
     _note_skipped(sub)
+    _check_local_gpus(sub.jobs)
     from ..local.runner import LocalOptions, run_jobs
 
     options = LocalOptions(
@@ -150,6 +151,49 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
         restart_backoff=args.restart_backoff,
     )
     return run_jobs(sub.jobs, configmaps=sub.configmaps, options=options)
+
+
+def _visible_gpus() -> int:
+    """GPUs torch sees on this machine (0 without torch or a GPU build)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def _check_local_gpus(jobs: list[dict[str, Any]]) -> None:
+    """Refuse, with the way out, a local run of jobs that ask for more GPUs than this machine has
+    (every pod of a local run shares this machine).
+
+    Raises:
+        UsageError: the jobs' pods ask for GPUs this machine does not have.
+    """
+    from ..validate.strictchecks import GPU_RESOURCES
+
+    wanted = 0
+    asked: list[str] = []
+    for job in jobs:
+        for rtype, replica in ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
+            pod = ((replica or {}).get("template") or {}).get("spec") or {}
+            for c in pod.get("containers") or []:
+                limits = ((c or {}).get("resources") or {}).get("limits") or {}
+                for res in GPU_RESOURCES:
+                    n = int(str(limits.get(res, 0))) if str(limits.get(res, 0)).isdigit() else 0
+                    if n:
+                        pods = int((replica or {}).get("replicas", 1) or 1)
+                        wanted += n * pods
+                        asked.append(f"{job.get('metadata', {}).get('name')} {rtype}: {pods} pod(s) x {n} {res}")
+    if not wanted:
+        return
+    have = _visible_gpus()
+    if wanted <= have:
+        return
+    raise UsageError(
+        f"--local runs every pod on this machine, which has {have} GPU(s) visible to torch; the job(s) ask for {wanted} "
+        f"({'; '.join(asked)}). Run it on CPU (gloo) with --set spec.gpusPerNode=0, and choose the size with "
+        "--set spec.nodes=N --set spec.procsPerNode=M; for a rendered manifest, remove the GPU limits."
+    )
 
 
 def _run_cluster(args: argparse.Namespace, sub: Any) -> int:

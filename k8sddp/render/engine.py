@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
+import re
 from typing import Any
 
 import jinja2
 import yaml
 from jinja2.sandbox import SandboxedEnvironment
 
-from ..errors import K8sddpError, ValidationError
+from ..errors import K8sddpError, SpecError, ValidationError
+from ..findings import Finding
 from ..resources import templates_dir
 from ..validate import validate_objects
 from ..validate.yamlio import load_documents
@@ -22,10 +25,21 @@ __all__ = ["RenderResult", "render_spec", "to_yaml"]
 TEMPLATE = "pytorchjob.yaml.j2"
 
 
+_SURROGATE_PAIR = re.compile(r"\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})")
+
+
+def _yaml_escape(m: re.Match[str]) -> str:
+    code = 0x10000 + ((int(m.group(1), 16) - 0xD800) << 10) + (int(m.group(2), 16) - 0xDC00)
+    return f"\\U{code:08x}"
+
+
 def yaml_value(value: Any) -> str:
     """Emit ``value`` as a JSON flow scalar/collection: valid YAML that no content can escape
-    (``: ``, ``#``, quotes, newlines and ``{{ }}`` all end up inside a quoted string)."""
-    return json.dumps(value, ensure_ascii=True, separators=(", ", ": "))
+    (``: ``, ``#``, quotes, newlines and ``{{ }}`` all end up inside a quoted string).
+
+    JSON writes a character beyond U+FFFF as a surrogate pair (``\\ud800\\udc00``), which YAML
+    refuses; it is written as YAML's ``\\U0001xxxx`` instead."""
+    return _SURROGATE_PAIR.sub(_yaml_escape, json.dumps(value, ensure_ascii=True, separators=(", ", ": ")))
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,31 +74,77 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
     return "---\n".join(yaml.safe_dump(o, sort_keys=False, default_flow_style=False, width=10_000) for o in objects)
 
 
-def render_spec(spec: dict[str, Any]) -> RenderResult:
-    """Render a checked DDPJob spec (see :func:`k8sddp.render.load_spec`).
+#: The spec fields that pass settings into the pod; when a rendered job fails its guardrails,
+#: these are the suspects, tried one at a time (the patch first: it can change anything).
+SUSPECTS = (
+    "podTemplatePatch", "env", "envFrom", "volumes", "volumeMounts", "resources", "containerSecurityContext",
+    "securityContext", "initContainers", "sidecars", "hostNetwork", "affinity", "topologySpreadConstraints",
+    "tolerations", "nodeSelector", "podLabels", "podAnnotations",
+)
 
-    The output is parsed back and must pass structure and the ``strict`` profile before it is
-    returned: a template or model bug can never ship an unguarded manifest.
 
-    Raises:
-        SpecError: inconsistent spec (see :func:`k8sddp.render.model.build_model`).
-        ValidationError: the rendered manifest failed its own check (a k8sddp bug; findings attached).
-        K8sddpError: the template failed to render.
-    """
+def _render_objects(spec: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     model = build_model(spec)
-    context = dict(model)
-    context["pod_spec"] = model["pod"]
     try:
-        text = _environment().get_template(TEMPLATE).render(**context)
+        text = _environment().get_template(TEMPLATE).render(**model)
     except jinja2.TemplateError as exc:
         raise K8sddpError(f"template {TEMPLATE} failed: {exc}") from exc
     docs, problems = load_documents(text)
     if problems:
         raise K8sddpError(f"template {TEMPLATE} produced invalid YAML: {problems[0].message} (line {problems[0].line})")
-    objects = [d.data for d in docs if d.data is not None]
-    report = validate_objects(objects, file="<rendered>", profile="strict")
-    failing = report.failing()
+    return [d.data for d in docs if d.data is not None], text
+
+
+def _failing(objects: list[dict[str, Any]]) -> list[Finding]:
+    return validate_objects(objects, file="<rendered>", profile="strict").failing()
+
+
+def _passes_without(spec: dict[str, Any], fields: list[str]) -> bool:
+    trial = copy.deepcopy(spec)
+    for field in fields:
+        del trial["spec"][field]
+    try:
+        objects, _ = _render_objects(trial)
+    except K8sddpError:
+        return False
+    return not _failing(objects)
+
+
+def _culprit(spec: dict[str, Any]) -> str | None:
+    """The first of :data:`SUSPECTS` without which the spec renders a job that passes; else, when
+    several fail the job each on their own, all the suspects the spec sets, if the job passes
+    without them (``"env, podTemplatePatch"``); else ``None``."""
+    present = [f for f in SUSPECTS if f in spec["spec"]]
+    for field in present:
+        if _passes_without(spec, [field]):
+            return field
+    if len(present) > 1 and _passes_without(spec, present):
+        return ", spec.".join(present)
+    return None
+
+
+def render_spec(spec: dict[str, Any]) -> RenderResult:
+    """Render a checked DDPJob spec (see :func:`k8sddp.render.load_spec`).
+
+    The output is parsed back and must pass structure and the ``strict`` profile before it is
+    returned: neither a template or model bug nor any spec field (``podTemplatePatch`` included)
+    can ship an unguarded manifest.
+
+    Raises:
+        SpecError: inconsistent spec (see :func:`k8sddp.render.model.build_model`), or a spec whose
+            rendered job would fail a guardrail: ``path`` names the field that did it, the message
+            the findings.
+        ValidationError: the rendered manifest failed its own check and no spec field explains it
+            (a k8sddp bug; findings attached).
+        K8sddpError: the template failed to render.
+    """
+    objects, text = _render_objects(spec)
+    failing = _failing(objects)
     if failing:
         details = "; ".join(f"{f.rule_id} {f.path}: {f.message}" for f in failing)
+        field = _culprit(spec)
+        if field is not None:
+            raise SpecError(f"the rendered PyTorchJob would fail its guardrails because of spec.{field}: {details}",
+                            path=f"spec.{field.split(',')[0]}")
         raise ValidationError(f"the rendered manifest fails its own guardrails: {details}", failing)
     return RenderResult(objects=objects, text=text)

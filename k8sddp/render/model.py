@@ -10,6 +10,8 @@ from typing import Any
 
 from .. import guardvars as gv
 from ..errors import SpecError
+from . import podfields
+from .smp import SmpError, patch_pod_template
 
 __all__ = ["DEFAULTS", "build_model", "launch_command"]
 
@@ -17,7 +19,6 @@ __all__ = ["DEFAULTS", "build_model", "launch_command"]
 DEFAULTS: dict[str, Any] = {
     "imagePullPolicy": "IfNotPresent",
     "nodes": 1,
-    "gpusPerNode": 0,
     "gpuResource": "nvidia.com/gpu",
     "shmSize": "8Gi",
     "checkpointMountPath": "/checkpoints",
@@ -85,21 +86,36 @@ def _user_env(entries: list[dict[str, Any]], mandatory: dict[str, str]) -> list[
     return out
 
 
+def _sizes(spec: dict[str, Any]) -> tuple[int, int]:
+    """(processes, GPUs) per pod: ``gpusPerNode`` defaults to ``procsPerNode`` (one GPU per
+    process); ``procsPerNode`` defaults to ``gpusPerNode`` when that is above 0, else 1."""
+    procs = spec.get("procsPerNode") or spec.get("gpusPerNode") or 1
+    gpus = spec.get("gpusPerNode", procs)
+    if gpus and procs != gpus:
+        raise SpecError(
+            f"procsPerNode {procs} and gpusPerNode {gpus} differ: one process per GPU (rule KDP309); "
+            "gpusPerNode 0 makes a CPU job",
+            path="spec.procsPerNode",
+        )
+    return procs, gpus
+
+
 def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
     """The template context for a checked DDPJob.
 
+    Returns:
+        ``name``, ``namespace``, ``labels``, ``annotations``, ``nproc_per_node``, ``run_policy``,
+        ``elastic_policy``, ``replicas`` (type, count, restart policy) and ``template`` (the pod
+        template every replica gets, ``spec.podTemplatePatch`` applied).
+
     Raises:
-        SpecError: inconsistent sizes, or a user env entry that would override a guard variable.
+        SpecError: inconsistent sizes, a user env entry that would override a guard variable, a
+            field that collides with what render adds (:mod:`k8sddp.render.podfields`), or a
+            ``podTemplatePatch`` the strategic-merge rules refuse.
     """
     meta, spec = ddp["metadata"], ddp["spec"]
     d = DEFAULTS
-    gpus = spec.get("gpusPerNode", d["gpusPerNode"])
-    procs = spec.get("procsPerNode", gpus or 1)
-    if gpus and procs != gpus:
-        raise SpecError(
-            f"procsPerNode {procs} and gpusPerNode {gpus} differ: one process per GPU (rule KDP309)",
-            path="spec.procsPerNode",
-        )
+    procs, gpus = _sizes(spec)
     elastic = spec.get("elastic")
     if elastic and elastic["minNodes"] > elastic["maxNodes"]:
         raise SpecError("elastic.minNodes is larger than elastic.maxNodes", path="spec.elastic")
@@ -122,42 +138,47 @@ def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
     user_env = _user_env(spec.get("env", []), chosen)
     env = [{"name": n, "value": chosen[n]} for n, _ in guard] + user_env
 
-    resources: dict[str, dict[str, Any]] = {}
-    for key in ("cpu", "memory"):
-        if key in spec:
-            resources.setdefault("requests", {})[key] = str(spec[key])
-            resources.setdefault("limits", {})[key] = str(spec[key])
-    if gpus:
-        resources.setdefault("limits", {})[spec.get("gpuResource", d["gpuResource"])] = str(gpus)
-
-    container = {
+    vols, mounts = podfields.volumes(spec, shm_size=str(spec.get("shmSize", d["shmSize"])), claim=ckpt["claimName"], mount=mount)
+    container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec["image"],
         "imagePullPolicy": spec.get("imagePullPolicy", d["imagePullPolicy"]),
         "command": launch_command(spec["command"], procs, elastic=bool(elastic)),
         "env": env,
+        "envFrom": spec.get("envFrom", []),
         "ports": [{"name": PORT_NAME, "containerPort": PORT}],
-        "resources": resources,
-        "volumeMounts": [
-            {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "checkpoints", "mountPath": mount},
-        ],
+        "resources": podfields.resources(spec, gpus=gpus, gpu_resource=spec.get("gpuResource", d["gpuResource"])),
+        "volumeMounts": mounts,
+        "securityContext": spec.get("containerSecurityContext", {}),
     }
     scheduling = spec.get("scheduling", {})
+    host_network = bool(spec.get("hostNetwork"))
     pod = {
-        "containers": [container],
-        "volumes": [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": spec.get("shmSize", d["shmSize"])}},
-            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": ckpt["claimName"]}},
-        ],
+        "initContainers": podfields.init_containers(spec),
+        "containers": [{k: v for k, v in container.items() if v or k == "env"}],
+        "volumes": vols,
         "terminationGracePeriodSeconds": spec.get("terminationGracePeriodSeconds", d["terminationGracePeriodSeconds"]),
         "imagePullSecrets": [{"name": s} for s in spec.get("imagePullSecrets", [])],
         "nodeSelector": spec.get("nodeSelector", {}),
         "tolerations": spec.get("tolerations", []),
+        "affinity": spec.get("affinity", {}),
+        "topologySpreadConstraints": spec.get("topologySpreadConstraints", []),
+        "securityContext": spec.get("securityContext", {}),
+        # on the node's network the pod's resolver is the node's: the master's Service name would not resolve
+        "hostNetwork": host_network,
+        "dnsPolicy": "ClusterFirstWithHostNet" if host_network else "",
         "serviceAccountName": spec.get("serviceAccountName", ""),
         "priorityClassName": spec.get("priorityClassName", ""),
         "schedulerName": scheduling.get("schedulerName", ""),
     }
+    labels = dict(meta.get("labels", {}))
+    labels.setdefault("app.kubernetes.io/managed-by", "k8sddp")
+    template = {"metadata": podfields.pod_metadata(spec, labels), "spec": {k: v for k, v in pod.items() if v}}
+    if "podTemplatePatch" in spec:
+        try:
+            template = patch_pod_template(template, spec["podTemplatePatch"])
+        except SmpError as exc:
+            raise SpecError(f"not a valid strategic-merge patch: {exc}", path="spec.podTemplatePatch" + exc.path) from exc
     restart = spec.get("restartPolicy", d["restartPolicy"])
     if elastic:
         replicas = [("Worker", elastic["maxNodes"])]
@@ -184,8 +205,6 @@ def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
             "maxReplicas": elastic["maxNodes"],
             "maxRestarts": elastic.get("maxRestarts", d["elasticMaxRestarts"]),
         }
-    labels = dict(meta.get("labels", {}))
-    labels.setdefault("app.kubernetes.io/managed-by", "k8sddp")
     return {
         "name": meta["name"],
         "namespace": meta.get("namespace", ""),
@@ -195,5 +214,5 @@ def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
         "run_policy": run_policy,
         "elastic_policy": elastic_policy,
         "replicas": [{"type": t, "count": n, "restart_policy": restart} for t, n in replicas],
-        "pod": pod,
+        "template": template,
     }

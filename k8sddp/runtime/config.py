@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import bounds
 from .. import guardvars as gv
 from ..errors import UsageError
 
@@ -45,10 +46,11 @@ DEFAULT_TRACE_INTERVAL_SECONDS = 1.0
 DEFAULT_LEARN_FACTOR = 5.0
 DEFAULT_LEARN_WARMUP = 20
 DEFAULT_WATCHDOG_MIN_SECONDS = 60.0
-#: Upper bound of every duration knob (seconds): 7 days. Larger values are typos (ms for s) and
-#: overflow ``faulthandler.dump_traceback_later`` / the process group's timeout (review of issue
-#: 3, item 2: ``inf`` or ``1e12`` crashed every worker with ``OverflowError``).
-MAX_SECONDS = 7 * 24 * 3600.0
+#: Upper bound of every duration knob (seconds): 7 days (:data:`k8sddp.bounds.MAX_DURATION_SECONDS`,
+#: shared with render, validate and the schemas). Larger values are typos (ms for s) and overflow
+#: ``faulthandler.dump_traceback_later`` / the process group's timeout (review of issue 3, item 2:
+#: ``inf`` or ``1e12`` crashed every worker with ``OverflowError``).
+MAX_SECONDS = float(bounds.MAX_DURATION_SECONDS)
 
 
 def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float,
@@ -69,7 +71,8 @@ def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float
     return value
 
 
-def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int) -> int:
+def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int,
+             maximum: int = bounds.INT32_MAX) -> int:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -78,6 +81,8 @@ def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int) -
     value = int(raw)
     if value < minimum:
         raise UsageError(f"{name}={raw!r} must be >= {minimum}")
+    if value > maximum:
+        raise UsageError(f"{name}={raw!r} must be <= {maximum}")
     return value
 
 
@@ -179,7 +184,7 @@ class RuntimeConfig:
             watchdog_timeout_s=wd,
             max_hang_restarts=_integer(env, gv.MAX_HANG_RESTARTS, gv.DEFAULT_MAX_HANG_RESTARTS, minimum=0),
             budgets=budgets,
-            seed=_integer(env, SEED, 0, minimum=0),
+            seed=_integer(env, SEED, 0, minimum=0, maximum=bounds.MAX_SEED),
             checkpoint_every=_integer(env, CHECKPOINT_EVERY, 0, minimum=0) if every else None,
             checkpoint_keep=_integer(env, CHECKPOINT_KEEP, DEFAULT_CHECKPOINT_KEEP, minimum=1),
             stop_grace_s=grace,

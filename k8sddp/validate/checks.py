@@ -24,7 +24,7 @@ from .jobparts import get as _get
 from .jobparts import pytorch_container as _pytorch_container
 from .jobparts import replicas as _replicas
 from .rawfinding import RawFinding, json_path
-from .strictchecks import check_sizes, check_volumes
+from .strictchecks import check_host_access, check_sizes, check_volumes
 
 __all__ = ["check_guardrails", "check_structure"]
 
@@ -393,4 +393,5 @@ def check_guardrails(
     if profile == "strict":
         findings += check_volumes(job, envs, container_index, seen={(f.rule_id, str(f.path[2])) for f in findings if len(f.path) > 2})
         findings += check_sizes(job, container_index)
+        findings += check_host_access(job)
     return findings

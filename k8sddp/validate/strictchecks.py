@@ -1,5 +1,6 @@
 """Strict-profile checks JSON Schema cannot express: paths on a persistent volume (KDP304,
-KDP305), a memory-backed ``/dev/shm`` (KDP307), and consistent process counts (KDP309)."""
+KDP305), a memory-backed ``/dev/shm`` (KDP307), consistent process counts (KDP309), and the
+warnings for privileged containers (KDP320) and hostPath volumes (KDP321)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from .jobparts import get as _get
 from .jobparts import replicas as _replicas
 from .rawfinding import RawFinding
 
-__all__ = ["check_sizes", "check_volumes"]
+__all__ = ["check_host_access", "check_sizes", "check_volumes"]
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 #: Volume kinds that outlive the pod.
@@ -128,4 +129,30 @@ def check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> list
                     f"replica {rtype}: process counts disagree ({said}); they must be equal, one process per GPU",
                 )
             )
+    return findings
+
+
+def check_host_access(job: Mapping[str, Any]) -> list[RawFinding]:
+    """KDP320 (a privileged container, init container or sidecar) and KDP321 (a hostPath volume),
+    in every replica: warnings, since some setups need them, but never something render adds."""
+    findings = []
+    for rtype, replica in _replicas(job):
+        base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec")
+        pod = _get(replica, "template", "spec")
+        if not isinstance(pod, _MAPPING):
+            continue
+        for field in ("initContainers", "containers"):
+            for i, c in enumerate(_list(pod.get(field))):
+                if isinstance(c, _MAPPING) and _get(c, "securityContext", "privileged") is True:
+                    findings.append(RawFinding(
+                        "KDP320", (*base, field, i, "securityContext", "privileged"),
+                        f"replica {rtype}: {field[:-1]} {c.get('name')!r} is privileged: it has every device and capability of the node",
+                    ))
+        for i, vol in enumerate(_list(pod.get("volumes"))):
+            if isinstance(vol, _MAPPING) and "hostPath" in vol:
+                findings.append(RawFinding(
+                    "KDP321", (*base, "volumes", i),
+                    f"replica {rtype}: volume {vol.get('name')!r} is a hostPath ({_get(vol, 'hostPath', 'path')!r}): "
+                    "it ties the pod to one node's files and outlives nothing the job can rely on",
+                ))
     return findings

@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 DDPJOB = REPO / "charts" / "ddpjob"
 WEBHOOK = REPO / "charts" / "k8sddp-webhook"
 EXAMPLE = REPO / "examples" / "ddpjob.yaml"
+GPU_EXAMPLE = REPO / "examples" / "ddpjob-gpu.yaml"
 
 
 def _objects(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,6 +118,45 @@ def test_ddpjob_chart_equals_render_for_variants(helm_render: Renderer, variant:
     assert validate_objects(chart, profile="baseline").exit_code() == 0
 
 
+def test_ddpjob_chart_equals_render_for_the_gpu_example_and_pod_fields(helm_render: Renderer) -> None:
+    ddp = yaml.safe_load(GPU_EXAMPLE.read_text())
+    chart, ref = _both(helm_render, ddp)
+    assert chart == ref
+    # the remaining pass-through fields, and GPUs by default
+    ddp["spec"].update({
+        "hostNetwork": True, "podLabels": {"pool": "h100"}, "securityContext": {"fsGroup": 1000},
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}],
+        "sidecars": [{"name": "dcgm-exporter", "image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5"}],
+        "initContainers": [{"name": "warm-cache", "image": "busybox:1.36", "command": ["true"]}],
+        "resources": {"requests": {"ephemeral-storage": "100Gi"}, "limits": {"ephemeral-storage": "200Gi", "rdma/ib": 1}},
+    })
+    chart, ref = _both(helm_render, ddp)
+    assert chart == ref
+    pod = chart[0]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert pod["dnsPolicy"] == "ClusterFirstWithHostNet" and pod["initContainers"][0]["restartPolicy"] == "Always"
+    assert pod["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] == "8"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"podTemplatePatch": {"spec": {"hostIPC": True}}}, "podTemplatePatch is not supported by the chart"),
+        ({"volumes": [{"name": "dshm", "emptyDir": {}}]}, "volume name \"dshm\" is render's own"),
+        ({"volumeMounts": [{"name": "checkpoints", "mountPath": "/checkpoints/k8sddp"}]}, "inside the checkpoint mount"),
+        ({"sidecars": [{"name": "pytorch", "image": "x"}]}, "training container's"),
+        ({"resources": {"requests": {"rdma/ib": 1}, "limits": {"rdma/ib": 2}}}, "cannot be overcommitted"),
+    ],
+)
+def test_chart_refuses_what_render_refuses(helm_render: Renderer, change: dict[str, Any], message: str) -> None:
+    ddp = yaml.safe_load(EXAMPLE.read_text())
+    ddp["spec"].update(change)
+    if "podTemplatePatch" not in change:
+        with pytest.raises(SpecError):
+            _render_ddp(ddp)
+    with pytest.raises(ChartRenderError, match=message):
+        helm_render(DDPJOB, _values_from_spec(ddp), name="demo")
+
+
 def test_guard_variables_survive_any_env_override(helm_render: Renderer) -> None:
     values = yaml.safe_load((DDPJOB / "ci" / "demo-values.yaml").read_text())
     values["env"] = [{"name": "ONLY_MINE", "value": "x"}]  # Helm replaces lists whole
@@ -171,7 +211,7 @@ def test_bad_release_name_fails(helm_render: Renderer) -> None:
 def test_ddpjob_defaults_are_renders_defaults() -> None:
     values = yaml.safe_load((DDPJOB / "values.yaml").read_text())
     flat = {
-        "imagePullPolicy": values["imagePullPolicy"], "nodes": values["nodes"], "gpusPerNode": values["gpusPerNode"],
+        "imagePullPolicy": values["imagePullPolicy"], "nodes": values["nodes"],
         "gpuResource": values["gpuResource"], "shmSize": values["shmSize"],
         "checkpointMountPath": values["checkpoint"]["mountPath"],
         "processGroupSeconds": values["timeouts"]["processGroupSeconds"],
@@ -182,6 +222,7 @@ def test_ddpjob_defaults_are_renders_defaults() -> None:
     }
     assert flat == {k: DEFAULTS[k] for k in flat}
     assert set(DEFAULTS) - set(flat) == {"elasticMaxRestarts", "rdzvBackend"}  # template defaults (elastic)
+    assert "gpusPerNode" not in values  # its default is procsPerNode, as in render
 
 
 def test_ddpjob_values_schema_is_in_sync_and_accepts_the_example() -> None:
