@@ -104,6 +104,9 @@ def run_worker(task_spec: str, env: Mapping[str, str] | None = None, *,
     signal.signal(signal.SIGTERM, stop.handle)
     signal.signal(signal.SIGINT, stop.handle)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    # fatal signals (SIGABRT of a gloo size-mismatch abort, SIGSEGV) dump into the rank's own
+    # stacks file, where k8sddp diagnose finds the frame that issued the collective
+    faulthandler.enable(file=reporter.stacks, all_threads=True)
     faulthandler.register(signal.SIGTERM, file=reporter.stacks, all_threads=True, chain=True)
     faulthandler.register(signal.SIGUSR1, file=reporter.stacks, all_threads=True, chain=False)
 
