@@ -310,6 +310,11 @@ class _Analysis:
                 op = next((fr.func for fr in frames if "/torch/distributed/" in fr.file
                            and fr.func not in ("wrapper",)), "?")
                 sites[rank] = (r.d.stacks.task_frame(), op, "?")
+        if seq is None:  # gloo's abort: the survivors' open collective is the one that parted
+            open_seqs = [e.seq for f in ok.values() if (e := f.open()) is not None]
+            hint = min(open_seqs) if open_seqs else None
+        else:
+            hint = seq
         culprits = _odd_ones(sites, ok)
         reason = "majority"
         if not culprits:
@@ -332,7 +337,7 @@ class _Analysis:
                 ev.append(f"log ({'run-node' + str(r.d.node) + '.json failure_log_tail' if r.d.node is not None else 'output'}): {line}")
             if r.exit is not None:
                 ev.append(f"torchrun's failure summary: rank {rank} exitcode {r.exit} ({signal_name(r.exit)})")
-            collective: dict = {"seq": seq, "op": op, "sizes": sizes,
+            collective: dict = {"seq": hint, "op": op, "sizes": sizes,
                                 "site": site.where() if site else None, "peers": []}
             for other, (osite, oop, osizes) in sorted(sites.items()):
                 if other == rank:
@@ -351,7 +356,7 @@ class _Analysis:
             conf = {"majority": "high", "task-code": "high", "abort": "medium", "unknown": "low"}[reason]
             if seq is None and line is not None and not any(rk in ok for rk in sites):
                 conf = _lower(conf)
-            seqtxt = f" at collective #{seq}" if seq is not None else ""
+            seqtxt = f" at collective #{hint}" if hint is not None else ""
             out.append(self.culprit(
                 "collective-mismatch", r, ev, conf,
                 f"collective mismatch{seqtxt}: {self.rank_line(r)} issued {op} {sizes} while its peers issued "

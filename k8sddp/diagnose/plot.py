@@ -57,7 +57,7 @@ def write_plot(diag: Diagnosis, gen: Generation, path: Path, *, seconds: float =
     for r, t in traces.items():
         hits = [e["mono"] for e in t if e["step"] == common]
         zero[r] = float(hits[0]) if hits else (float(t[-1]["mono"]) if t else 0.0)
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.42 * len(rows)))
+    fig, ax = plt.subplots(figsize=(11, 2.4 + 0.45 * len(rows)))
     end_max = 0.0
     for y, r in enumerate(rows):
         rec = ranks[r].failure or {}
@@ -87,21 +87,21 @@ def write_plot(diag: Diagnosis, gen: Generation, path: Path, *, seconds: float =
         y = rows.index(c.rank)
         x = float(traces[c.rank][-1]["mono"]) - zero[c.rank]
         ax.axvline(x, color="#c0392b", linestyle="--", linewidth=1)
-        where = f" at {c.frame.rsplit('/', 1)[-1]}" if c.frame else ""
+        where = f"at {c.frame.rsplit('/', 1)[-1]}" if c.frame else ""
         col = c.collective or {}
         parted = f"; peers in #{col['seq']} {col.get('op')}" if col.get("seq") is not None else ""
-        ax.annotate(f"divergence: rank {c.rank} {c.kind} in {c.phase} (step {c.step}){where}{parted}",
-                    xy=(x, y), xytext=(6, -14), textcoords="offset points", fontsize=8, color="#c0392b")
+        ax.annotate(f"divergence: rank {c.rank} {c.kind} in {c.phase} (step {c.step})\n{where}{parted}",
+                    xy=(x, y), xytext=(4, 12), textcoords="offset points", fontsize=7, color="#c0392b",
+                    va="bottom")
     ax.set_xlabel(f"seconds, each rank's own clock, 0 = its start of step {common} (aligned by step, not wall clock)")
-    ax.set_title(f"k8sddp diagnose: {diag.verdict[:110]}", fontsize=9)
-    ax.legend(handles=[Patch(color=c, label=p) for p, c in PHASE_COLOURS.items()], loc="upper left",
-              fontsize=7, ncol=len(PHASE_COLOURS), bbox_to_anchor=(0, -0.12 - 1.2 / (1.2 + 0.42 * len(rows))),
-              frameon=False)
+    fig.suptitle(f"k8sddp diagnose: {diag.verdict[:120]}", fontsize=9)
+    ax.legend(handles=[Patch(color=c, label=p) for p, c in PHASE_COLOURS.items()], loc="lower left",
+              fontsize=7, ncol=len(PHASE_COLOURS), bbox_to_anchor=(0, 1.0), frameon=False)
     ax.grid(axis="x", alpha=0.3)
     if len(order) > len(rows):
         ax.text(1, -0.02, f"{len(order) - len(rows)} more ranks not drawn", transform=ax.transAxes,
                 ha="right", va="top", fontsize=7)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     buf = io.BytesIO()
     fig.savefig(buf, format="svg" if path.suffix.lower() == ".svg" else "png", dpi=110)
     plt.close(fig)
