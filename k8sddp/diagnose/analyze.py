@@ -42,7 +42,7 @@ from .torchrun import (
 #: Up to this many ranks every flight-recorder dump is read; beyond it, the suspects' dumps and
 #: :data:`FR_SAMPLE` others (a dump costs ~1 ms per 100 entries to unpickle).
 FR_ALL_LIMIT = 256
-FR_SAMPLE = 16
+FR_SAMPLE = 4
 #: Phases in which a rank runs no collective of the loop's (``docs/runtime.md``, "The watchdog").
 OUTSIDE_PHASES = ("data", "hook", "eval", "checkpoint")
 _TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -311,7 +311,8 @@ class _Analysis:
                            and fr.func not in ("wrapper",)), "?")
                 sites[rank] = (r.d.stacks.task_frame(), op, "?")
         if seq is None:  # gloo's abort: the survivors' open collective is the one that parted
-            open_seqs = [e.seq for f in ok.values() if (e := f.open()) is not None]
+            # (the entry that failed on a survivor: open, or its last, retired by the error)
+            open_seqs = [(e.seq if (e := f.open()) is not None else f.last_seq) for f in ok.values()]
             hint = min(open_seqs) if open_seqs else None
         else:
             hint = seq

@@ -111,8 +111,8 @@ class FRInfo:
 
 
 def _op(name: Any) -> str:
-    text = str(name or "?")
-    return text.split(":", 1)[1] if ":" in text else text
+    text = name if isinstance(name, str) else str(name or "?")
+    return text.partition(":")[2] or text
 
 
 def read_fr(path: Path) -> FRInfo:
