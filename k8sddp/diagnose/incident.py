@@ -4,13 +4,12 @@ A record is a Markdown file whose YAML front matter (between ``---`` lines) is v
 ``schemas/incident.schema.json``: trigger, hypothesis, guardrails (rule ids of the catalogue),
 action, the culprit, the evidence, code version, image, seed, torch/NCCL versions. The body
 holds the summary, every rank's part and an excerpt of the failure log with secrets and tokens
-redacted (:mod:`.redact`). Needs PyYAML and jsonschema (base dependencies).
+redacted (:mod:`.redact`). Needs PyYAML and jsonschema-rs (base dependencies).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from .load import Generation
 from .model import Diagnosis
 from .redact import redact
 
-SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "incident.schema.json"
+SCHEMA = "incident.schema.json"  # in schemas/ (k8sddp.resources.load_schema)
 #: Lines of the failure log kept in a record.
 LOG_LINES = 40
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n", re.S)
@@ -101,14 +100,12 @@ def render_record(diag: Diagnosis, gen: Generation, *, today: dt.date | None = N
     return fm["id"] + ".md", text
 
 
-def _schema() -> dict[str, Any]:
-    return json.loads(SCHEMA.read_text())  # type: ignore[no-any-return]
-
-
 def check_record(path: Path) -> list[str]:
     """Problems with one record file, each ``path[:line]: message`` (empty: valid)."""
-    import jsonschema
+    import jsonschema_rs
     import yaml
+
+    from ..resources import load_schema
 
     try:
         text = path.read_text()
@@ -123,9 +120,9 @@ def check_record(path: Path) -> list[str]:
         mark = getattr(exc, "problem_mark", None)
         return [f"{path}:{(mark.line + 2) if mark else 1}: front matter is not YAML: {exc}"]
     problems = []
-    validator = jsonschema.Draft202012Validator(_schema())
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
-        where = "/".join(str(p) for p in err.absolute_path) or "(top)"
+    validator = jsonschema_rs.validator_for(load_schema(SCHEMA))
+    for err in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.instance_path]):
+        where = "/".join(str(p) for p in err.instance_path) or "(top)"
         problems.append(f"{path}: {where}: {err.message}")
     if isinstance(data, dict):
         for g in data.get("guardrails") or []:

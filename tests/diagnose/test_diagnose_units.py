@@ -166,4 +166,4 @@ def test_incident_new_then_check(tmp_path: Path, capsys: pytest.CaptureFixture[s
     path.write_text(text.replace("confidence: high", "confidence: certain").replace("- KDP601", "- KDP999"))
     assert main(["incident", "check", str(tmp_path / "inc")]) == 1
     out = capsys.readouterr().out
-    assert "confidence: 'certain' is not one of" in out and "KDP999 is not a rule" in out
+    assert 'confidence: "certain" is not one of' in out and "KDP999 is not a rule" in out
