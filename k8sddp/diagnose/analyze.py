@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..catalogue import match_decision
+from .compare import first_disagreement, odd_ones
 from .flightrec import Collective, FRInfo
 from .load import Generation, RankData
 from .model import CONFIDENCE, Culprit, Diagnosis, RankState
@@ -246,6 +247,9 @@ class _Analysis:
             ev.append(f"rank {r.rank} wrote a start record but no failure record, and torchrun's summary "
                       "does not name its exit")
         ev += self.record_evidence(r)
+        if r.d.failure is None:
+            ev.append("(without a record the step comes from the trace, which the watchdog thread writes "
+                      "every quarter budget: it may lag the rank's last step)")
         frame = None
         if r.d.stacks is not None and r.d.stacks.fatal:
             more, frame = self.stack_evidence(r)
@@ -292,7 +296,7 @@ class _Analysis:
         frs = self._selected_fr(self._suspect_ranks())
         self._frs = frs
         ok = {r: f for r, f in frs.items() if f.status == "ok" and f.entries}
-        seq = _first_disagreement(ok)
+        seq = first_disagreement(ok)
         if line is None and seq is None:
             return []
         sites: dict[int, tuple[Frame | None, str, str]] = {}  # rank -> (site, op, sizes)
@@ -316,7 +320,7 @@ class _Analysis:
             hint = min(open_seqs) if open_seqs else None
         else:
             hint = seq
-        culprits = _odd_ones(sites, ok)
+        culprits = odd_ones(sites, ok)
         reason = "majority"
         if not culprits:
             culprits = [rk for rk, (site, _, _) in sites.items() if site and not site.in_runtime]
@@ -354,6 +358,9 @@ class _Analysis:
                 ev.append("with two ranks an extra collective on one and a missing one on the other look "
                           "alike: named the rank whose collective comes from the task's own code")
             ev += self.record_evidence(r)
+            if r.d.failure is None:
+                ev.append("(without a record the step comes from the trace, which the watchdog thread "
+                          "writes every quarter budget: it may lag the rank's last step)")
             conf = {"majority": "high", "task-code": "high", "abort": "medium", "unknown": "low"}[reason]
             if seq is None and line is not None and not any(rk in ok for rk in sites):
                 conf = _lower(conf)
@@ -449,37 +456,6 @@ class _Analysis:
         return [self.culprit("comm", None, ev, "low",
                              "collectives failed or timed out on every rank and no rank stood outside one: "
                              "the network or a device, not a rank's code")]
-
-
-def _first_disagreement(ok: Mapping[int, FRInfo]) -> int | None:
-    """The lowest sequence number at which two ranks' entries differ in op or input sizes."""
-    if len(ok) < 2:
-        return None
-    ref_rank = max(ok, key=lambda r: len(ok[r].entries))
-    ref = {e.seq: e for e in ok[ref_rank].entries}
-    best: int | None = None
-    for rank, f in ok.items():
-        if rank == ref_rank:
-            continue
-        for e in f.entries:
-            o = ref.get(e.seq)
-            if o is not None and (o.op != e.op or o.in_sizes != e.in_sizes):
-                if best is None or e.seq < best:
-                    best = e.seq
-                break
-    return best
-
-
-def _odd_ones(sites: Mapping[int, tuple[Frame | None, str, str]], ok: Mapping[int, FRInfo]) -> list[int]:
-    """The ranks whose collective differs from a strict majority's (needs three ranks or more)."""
-    if len(sites) < 3:
-        return []
-    keys = {r: (s.where() if s else None, op, sz) for r, (s, op, sz) in sites.items()}
-    counts = Counter(keys.values())
-    top, n = counts.most_common(1)[0]
-    if n * 2 <= len(keys):
-        return []
-    return sorted(r for r, k in keys.items() if k != top)
 
 
 def analyse(gen: Generation, *, restarts: int = 1, root: str = "",

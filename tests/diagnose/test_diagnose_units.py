@@ -167,3 +167,14 @@ def test_incident_new_then_check(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["incident", "check", str(tmp_path / "inc")]) == 1
     out = capsys.readouterr().out
     assert 'confidence: "certain" is not one of' in out and "KDP999 is not a rule" in out
+
+
+def test_the_core_the_launcher_uses_imports_only_the_stdlib() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, k8sddp.diagnose, k8sddp.diagnose.live, k8sddp.diagnose.text, k8sddp.runtime.launcher; "
+            "bad = [m for m in ('torch', 'matplotlib', 'yaml', 'kubernetes', 'jsonschema_rs', 'jinja2') "
+            "if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
