@@ -178,3 +178,10 @@ def test_the_core_the_launcher_uses_imports_only_the_stdlib() -> None:
             "if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_committed_incident_records_are_valid() -> None:
+    # docs/incidents/ holds the seed's hang, written by `k8sddp incident new` from a real run
+    repo = Path(__file__).resolve().parents[2]
+    assert list((repo / "docs" / "incidents").glob("*.md"))
+    assert main(["incident", "check", str(repo / "docs" / "incidents")]) == 0
