@@ -120,7 +120,7 @@ class _Analysis:
 
     # -- helpers --------------------------------------------------------------------------------
     def rank_line(self, r: _Rank) -> str:
-        where = f"step {r.step}, phase {r.phase}" if r.step is not None else "no beat recorded"
+        where = f"step {r.step}, phase {r.phase or 'unknown'}" if r.step is not None else "no beat recorded"
         node = f" on node {r.d.node}" if r.d.node is not None else ""
         return f"rank {r.rank}{node} ({where})"
 
@@ -364,6 +364,13 @@ class _Analysis:
             conf = {"majority": "high", "task-code": "high", "abort": "medium", "unknown": "low"}[reason]
             if seq is None and line is not None and not any(rk in ok for rk in sites):
                 conf = _lower(conf)
+            peer_steps = [st for k in sites if k != rank and self.ranks[k].d.failure
+                          and (st := self.ranks[k].step) is not None]
+            if r.d.failure is None and peer_steps and (r.step is None or max(peer_steps) > r.step):
+                # aligned by collective sequence: at the parting collective it had done its peers' steps
+                ev.append(f"step {max(peer_steps)} taken from its peers at the same collective sequence "
+                          f"number (its own trace ends at step {r.step}, phase {r.phase})")
+                r.step, r.phase = max(peer_steps), None
             seqtxt = f" at collective #{hint}" if hint is not None else ""
             out.append(self.culprit(
                 "collective-mismatch", r, ev, conf,

@@ -15,7 +15,7 @@ def render_text(d: Diagnosis) -> str:
     for c in d.culprits:
         who = f"rank {c.rank}" if c.rank is not None else "no rank"
         node = f" on node {c.node}" if c.node is not None else ""
-        out.append(f"culprit: {who}{node}: {c.kind}, phase {c.phase}, step {c.step} (confidence {c.confidence})")
+        out.append(f"culprit: {who}{node}: {c.kind}, phase {c.phase or 'unknown'}, step {c.step} (confidence {c.confidence})")
         if c.frame:
             out.append(f"  stalled frame: {c.frame}")
         if c.collective and c.collective.get("seq") is not None:
