@@ -86,8 +86,10 @@ def build(root: Path, nodes: int, per_node: int, culprit: int) -> None:
                                          "mono": 1000.0 + t, "wall": 1.8e9 + t}))
             (d / f"trace-rank{r}.jsonl").write_text("\n".join(lines) + "\n")
             kind, phase, step = ("terminated", "eval", 57) if stall else ("hang", "step", 58)
-            (d / f"failure-rank{r}.json").write_text(json.dumps({
-                "rank": r, "kind": kind, "step": step, "phase": phase, "since_beat_s": 300.0, "message": ""}))
+            (d / f"failure-rank{r}.json").write_text(json.dumps({  # the fields Reporter.failure writes
+                "rank": r, "local_rank": local, "world_size": world, "pid": 1000 + local, "host": f"node{node}",
+                "time": "2026-12-01T12:01:00.000+00:00", "kind": kind, "step": step, "phase": phase,
+                "since_beat_s": 300.0, "budget_s": 300.0, "exit_code": 142, "message": ""}))
             (d / f"stacks-rank{r}.txt").write_text((STALL_STACK if stall else WAIT_STACK).format(r=r))
             if stall:
                 (d / f"fr-rank{r}.pkl").write_bytes(_dump(2000, False))

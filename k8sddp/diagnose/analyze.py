@@ -73,6 +73,15 @@ def _place(d: RankData) -> tuple[int | None, str | None]:
     return (step if isinstance(step, int) else None), last.get("phase")
 
 
+def _world(d: RankData) -> int:
+    """The world size a rank saw: its failure record's (no extra read), else its start record's."""
+    for rec in (d.failure, d.started if not (d.failure or {}).get("world_size") else None):
+        value = (rec or {}).get("world_size")
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return int(value)
+    return 0
+
+
 def _lower(conf: str, steps: int = 1) -> str:
     return CONFIDENCE[max(0, CONFIDENCE.index(conf) - steps)]
 
@@ -96,7 +105,7 @@ class _Analysis:
         self.node_records = node_done
         self.ranks: dict[int, _Rank] = {}
         for rank, d in sorted(gen.ranks.items()):
-            if d.started is None and d.failure is None:
+            if not d.has_started and d.failure is None:
                 continue
             step, phase = _place(d)
             rec = node_done.get(d.node, {})
@@ -114,8 +123,7 @@ class _Analysis:
             else:
                 kind = "running"
             self.ranks[rank] = _Rank(d, kind, step, phase, code)
-        self.world = max((int(d.started.get("world_size") or 0) for d in gen.ranks.values()
-                          if d.started and str(d.started.get("world_size", "")).isdigit()), default=0) or None
+        self.world = max((_world(d) for d in gen.ranks.values()), default=0) or None
         self.fr_limit = fr_limit
 
     # -- helpers --------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ POLL_S = 0.2
 def _settled(a: Attempt) -> bool:
     if (a.record or {}).get("status") == "finished":
         return True
-    started = [r for r in a.ranks.values() if r.started is not None]
+    started = [r for r in a.ranks.values() if r.has_started]
     return bool(started) and all(r.failure is not None for r in started)
 
 

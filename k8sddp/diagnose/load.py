@@ -45,7 +45,7 @@ class RankData:
 
     Attributes:
         rank: global rank; node: node rank (``None``: unknown); attempt: the folder's name.
-        started, failure: the records (``None``: absent or unreadable).
+        started, failure: the records (``None``: absent or unreadable; ``started`` read lazily).
         last: the trace's last complete entry ``{step, phase, mono, wall}``.
         stacks: the parsed stacks file (``None``: absent).
         paths: ``{"trace"|"stacks"|"fr"|...: path}`` of the files present (strings: a volume of
@@ -55,12 +55,28 @@ class RankData:
     rank: int
     node: int | None
     attempt: str
-    started: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None
     last: dict[str, Any] | None = None
     stacks: StackInfo | None = None
     paths: dict[str, str] = field(default_factory=dict)
     _fr: FRInfo | None = None
+    _started: dict[str, Any] | None = None
+    _started_read: bool = False
+
+    @property
+    def started(self) -> dict[str, Any] | None:
+        """The start record, read on first use (a volume of 10,000 ranks needs few of them)."""
+        if not self._started_read:
+            self._started_read = True
+            path = self.paths.get("started")
+            got = _json(path) if path else None
+            self._started = got if isinstance(got, dict) else None
+        return self._started
+
+    @property
+    def has_started(self) -> bool:
+        """A start record exists (without reading it)."""
+        return "started" in self.paths
 
     def flight_recorder(self) -> FRInfo:
         """The rank's flight recorder (read once; a missing dump gives status ``missing``)."""
@@ -157,9 +173,6 @@ def read_attempt(path: Path, *, read_stacks: bool = True) -> Attempt:
             rd = ranks[rank] = RankData(rank, node, path.name)
         rd.paths[what] = p
     for rd in ranks.values():
-        if "started" in rd.paths:
-            got = _json(rd.paths["started"])
-            rd.started = got if isinstance(got, dict) else None
         if "failure" in rd.paths:
             got = _json(rd.paths["failure"])
             rd.failure = got if isinstance(got, dict) else None
