@@ -71,7 +71,10 @@ def write_plot(diag: Diagnosis, gen: Generation, path: Path, *, seconds: float =
                     linewidth=1.5 if stall else 0)
         if not traces[r]:
             ax.text(0, y, "  no trace", va="center", fontsize=8, color="#666666")
-    left = max(-seconds, min((a - zero[r] for r in rows for a, *_ in _segments(traces[r], 0)), default=0)) - 0.2
+    # start where training started (a long init: torch import, rendezvous), at most `seconds` back
+    trained = [float(e["mono"]) - zero[r] for r in rows for e in traces[r] if e.get("phase") != "init"]
+    starts = [a - zero[r] for r in rows for a, *_ in _segments(traces[r], 0)]
+    left = max(-seconds, min(trained) - 0.5 if trained else min(starts, default=0.0)) - 0.2
     ax.set_xlim(left, end_max + 0.6 * (end_max - left) + 0.5)  # room for the divergence label
     labels = []
     for r in rows:
@@ -87,12 +90,13 @@ def write_plot(diag: Diagnosis, gen: Generation, path: Path, *, seconds: float =
         y = rows.index(c.rank)
         x = float(traces[c.rank][-1]["mono"]) - zero[c.rank]
         ax.axvline(x, color="#c0392b", linestyle="--", linewidth=1)
+        x_end = x + float((ranks[c.rank].failure or {}).get("since_beat_s") or 0.0)  # label past the stall
         where = f"at {c.frame.rsplit('/', 1)[-1]}" if c.frame else ""
         col = c.collective or {}
         parted = f"; peers in #{col['seq']} {col.get('op')}" if col.get("seq") is not None else ""
-        ax.annotate(f"divergence: rank {c.rank} {c.kind} in {c.phase} (step {c.step})\n{where}{parted}",
-                    xy=(x, y), xytext=(4, 12), textcoords="offset points", fontsize=7, color="#c0392b",
-                    va="bottom")
+        ax.annotate(f"divergence: rank {c.rank} {c.kind} in {c.phase or 'an unknown phase'} (step {c.step})\n{where}{parted}",
+                    xy=(x_end, y), xytext=(6, 0), textcoords="offset points", fontsize=7, color="#c0392b",
+                    va="center")
     ax.set_xlabel(f"seconds, each rank's own clock, 0 = its start of step {common} (aligned by step, not wall clock)")
     fig.suptitle(f"k8sddp diagnose: {diag.verdict[:120]}", fontsize=9)
     ax.legend(handles=[Patch(color=c, label=p) for p, c in PHASE_COLOURS.items()], loc="lower left",
