@@ -103,8 +103,8 @@ def write_plot(diag: Diagnosis, gen: Generation, path: Path, *, seconds: float =
               fontsize=7, ncol=len(PHASE_COLOURS), bbox_to_anchor=(0, 1.0), frameon=False)
     ax.grid(axis="x", alpha=0.3)
     if len(order) > len(rows):
-        ax.text(1, -0.02, f"{len(order) - len(rows)} more ranks not drawn", transform=ax.transAxes,
-                ha="right", va="top", fontsize=7)
+        ax.text(1, 1.01, f"{len(order) - len(rows)} more ranks not drawn", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=7)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     buf = io.BytesIO()
     fig.savefig(buf, format="svg" if path.suffix.lower() == ".svg" else "png", dpi=110)
