@@ -184,7 +184,7 @@ def decide(
         return out(ec.TASK_ERROR, f"the task raised an exception on rank(s) {which}", ("exception",))
     if "vanished" in by_kind:  # the peers' comm errors and watchdog fires follow from it
         which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "vanished")
-        return out(ec.WORKER_KILLED, f"rank(s) {which} died without a record (SIGKILL, OOM killer?)",
+        return out(ec.WORKER_KILLED, f"rank(s) {which} died without a record (killed by a signal?)",
                    ("vanished",))
     if by_kind & set(HANG_KINDS):
         return out(ec.HANG, "hang: a watchdog, the hard stop or a collective timed out",
@@ -280,6 +280,8 @@ def refine(outcome: Outcome, diagnosis: Any) -> Outcome:
             outcome.code = ec.HANG
             outcome.reason = ("NCCL asynchronous-error teardown (SIGABRT after a failed or timed-out "
                               f"collective): {first.summary}")
+    if outcome.code == ec.HANG and first.kind in ("died", "exception"):  # on another node
+        outcome.reason = f"{outcome.reason}; cause: {first.summary}"
     if outcome.code == ec.HANG and first.kind in _STUCK_KINDS:
         outcome.suspects = [c.rank for c in culprits if c.rank is not None and c.kind in _STUCK_KINDS]
     return outcome
