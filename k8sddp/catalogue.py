@@ -10,6 +10,8 @@ Id ranges:
     KDP2xx  guardrails, profile ``baseline``
     KDP3xx  guardrails, profile ``strict`` (adds to baseline)
     KDP5xx  lint: hang-prone patterns in training scripts
+    KDP6xx  runtime guards: what ``k8sddp launch``/``train`` do while a job runs (not checked by
+            validate or lint; named by the decision table, :data:`DECISIONS`, ``k8sddp rules``)
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from typing import Literal
 
 from .findings import Severity
 
-__all__ = ["CATALOGUE_VERSION", "LAYERS", "PROFILES", "RULES", "Rule", "get_rule", "rules_for"]
+__all__ = ["CATALOGUE_VERSION", "DECISIONS", "LAYERS", "PROFILES", "RULES", "Decision", "Rule", "get_rule",
+           "match_decision", "rules_for"]
 
 #: Bumped whenever a rule is added, removed or changes meaning; reported by the webhook.
 CATALOGUE_VERSION = "2026.12.1"
 
-Layer = Literal["input", "structure", "baseline", "strict", "lint"]
-LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict", "lint")
+Layer = Literal["input", "structure", "baseline", "strict", "lint", "runtime"]
+LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict", "lint", "runtime")
+#: Layers whose rules the manifest validator checks (and SARIF/JUnit list for ``validate``).
+VALIDATOR_LAYERS: tuple[Layer, ...] = ("input", "structure", "baseline", "strict")
 #: Guardrail profiles, in the manner of Pod Security Standards: each includes the ones before it.
 PROFILES: dict[str, tuple[Layer, ...]] = {
     "baseline": ("input", "structure", "baseline"),
@@ -39,6 +44,8 @@ TORCHRUN_AGENT = "torch/distributed/elastic/agent/server/local_elastic_agent.py 
 KUBEFLOW_RESTART = "Kubeflow trainer v1.9.4 pkg/util/train/train_util.go and pkg/controller.v1/common/pod.go (ExitCode restarts)"
 FLIGHT_RECORDER = "PyTorch flight recorder (TORCH_FR_DUMP_TEMP_FILE, TORCH_FR_BUFFER_SIZE; torch.distributed.flight_recorder)"
 CRD = "Kubeflow PyTorchJob CRD kubeflow.org_pytorchjobs.yaml (kubeflow/trainer v1.9.4)"
+RUNTIME_DOC = "k8sddp docs/runtime.md (measured with torch 2.13.0 CPU, gloo, 2 ranks under torchrun)"
+GLOO_PAIR = "gloo third_party/gloo/gloo/transport/tcp/pair.cc (size check: 'Received data size doesn't match expected size')"
 OPERATOR_WEBHOOK = "Kubeflow training-operator pkg/webhooks/pytorch/pytorchjob_webhook.go (v1.9.4)"
 
 
@@ -228,6 +235,43 @@ _RULES: tuple[Rule, ...] = (
          "deepspeed.init_distributed() and Lightning/Fabric strategies are given timeout=.",
          "The framework's default (1800 s) is explicit in its source but invisible in the script, and does not follow K8SDDP_PG_TIMEOUT_SECONDS; a warning, since unlike a bare init_process_group the bound is known.",
          "DeepSpeed deepspeed/comm/comm.py init_distributed(timeout=default_pg_timeout, 30 min); Lightning lightning/fabric/plugins/collectives/torch_collective.py default_pg_timeout = timedelta(seconds=1800); DDPStrategy/FSDPStrategy timeout parameter"),
+    # -- runtime guards -------------------------------------------------------------------
+    Rule("KDP601", "heartbeat-watchdog", _E, "runtime",
+         "Every rank beats a phase-aware heartbeat; a rank without a beat within its phase's budget dumps stacks and flight recorder and exits 142.",
+         "A rank stuck outside a collective (a rank-0-only branch, a stalled data loader, the task's own code) otherwise holds its peers until the process-group timeout.",
+         RUNTIME_DOC + ", 'The watchdog'"),
+    Rule("KDP602", "hard-stop", _E, "runtime",
+         "A C-level timer (faulthandler.dump_traceback_later plus setitimer) ends a rank whose watchdog thread starves: SIGALRM, 142.",
+         "A C call that holds the GIL starves every Python thread, the watchdog's too.",
+         RUNTIME_DOC + ", 'Hard stop'; CPython Modules/faulthandler.c"),
+    Rule("KDP603", "rank0-io-guard", _E, "runtime",
+         "Rank-0-only IO runs under the rank-0 IO guard: the other ranks wait on the store with the long budget, and learn of rank 0's failure at once.",
+         "A rank-0-only save or evaluation while the others enter the next collective is the classic DDP deadlock.",
+         RUNTIME_DOC + ", 'Rank-0 IO guard'"),
+    Rule("KDP604", "collective-mismatch-final", _E, "runtime",
+         "A collective mismatch (gloo's size-mismatch abort, differing flight-recorder entries at one sequence number) ends the job for good (exit 1), the mismatch named.",
+         "The same code issues the same mismatched collective after every restart: retrying only burns the restart budget.",
+         GLOO_PAIR + "; " + FLIGHT_RECORDER),
+    Rule("KDP605", "preemption-checkpoint", _E, "runtime",
+         "SIGTERM makes the ranks agree on a step, rank 0 write a final checkpoint, and every rank exit 143.",
+         "A preempted pod that exits 0 marks the job Succeeded; one that exits without a checkpoint loses the work since the last one.",
+         RUNTIME_DOC + ", 'SIGTERM'; " + KUBEFLOW_RESTART),
+    Rule("KDP606", "hang-streak", _E, "runtime",
+         "More than K8SDDP_MAX_HANG_RESTARTS retryable exits in a row without training progress make the exit final (10).",
+         "ExitCode restarts never exhaust backoffLimit: a deterministic hang would restart forever.",
+         RUNTIME_DOC + ", 'The hang streak'; " + KUBEFLOW_RESTART),
+    Rule("KDP607", "task-error-final", _E, "runtime",
+         "An exception in the task is final (exit 1) with its traceback in the run record; the peers' collective errors that follow are not causes.",
+         "A bug raises again after every restart.",
+         RUNTIME_DOC + ", 'Exit codes'"),
+    Rule("KDP608", "lost-worker-retry", _E, "runtime",
+         "A rank that died by a signal without a record (SIGKILL of the OOM killer or an eviction, a native crash) is retryable (137), its signal named.",
+         "Memory pressure and node loss are often transient; the peers' errors that follow are not the cause.",
+         RUNTIME_DOC + ", 'Exit codes'; torch/distributed/elastic/multiprocessing/errors (torchrun's failure summary)"),
+    Rule("KDP609", "nccl-async-teardown", _E, "runtime",
+         "NCCL's asynchronous error handling tears a rank down (SIGABRT) after a failed or timed-out collective; the launcher keeps that retryable (142).",
+         "Without it a failed NCCL collective blocks the rank forever; the abort is the safety net, not a bug.",
+         TORCH_PG_NCCL),
 )
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULES}
@@ -246,3 +290,96 @@ def rules_for(layers: tuple[Layer, ...] | list[Layer]) -> list[Rule]:
     """The rules of the given layers, in id order."""
     wanted = set(layers)
     return [r for r in _RULES if r.layer in wanted]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """One row of the post-mortem decision table (``docs/decisions.md``, ``k8sddp rules``).
+
+    Attributes:
+        trigger: stable id of the row (``hang-rank0-branch``); ``k8sddp diagnose`` prints it.
+        kind: the diagnosis kind it matches (``hang``, ``collective-mismatch``, ``died``, ...).
+        phases: heartbeat phases it matches (empty: any).
+        signals: signals it matches, for ``died`` (empty: any).
+        signature: what diagnose sees.
+        hypothesis: the root cause it suggests.
+        guardrails: catalogue rule ids that prevent it (validate, lint or runtime guard).
+        action: ``retry`` or ``stop``.
+        exit_code: the pod exit code the launcher gives it.
+    """
+
+    trigger: str
+    kind: str
+    phases: tuple[str, ...]
+    signals: tuple[str, ...]
+    signature: str
+    hypothesis: str
+    guardrails: tuple[str, ...]
+    action: str
+    exit_code: int
+
+
+#: The decision table; the first matching row wins (:func:`match_decision`).
+DECISIONS: tuple[Decision, ...] = (
+    Decision("hang-rank0-branch", "hang", ("eval", "checkpoint"), (),
+             "one rank stalled in phase eval or checkpoint, outside any collective, while its peers wait in the next collective",
+             "a rank-conditional branch (rank-0-only evaluation or save) holds one rank",
+             ("KDP501", "KDP503", "KDP603", "KDP601"), "retry", 142),
+    Decision("hang-data", "hang", ("data",), (),
+             "one rank stalled in phase data (fetching a batch) while its peers wait in the step's all-reduce",
+             "data loading stalls on one rank: slow or unreachable storage, a deadlocked DataLoader worker, exhausted /dev/shm",
+             ("KDP307", "KDP508", "KDP601"), "retry", 142),
+    Decision("hang-own-code", "hang", ("hook", "init"), (),
+             "one rank stalled in the task's own code (phase hook) outside any collective",
+             "the task's own code blocks on one rank: IO, a lock, a rank-conditional wait",
+             ("KDP501", "KDP502", "KDP601"), "retry", 142),
+    Decision("hang-in-step", "hang", (), (),
+             "one rank behind its peers in the step, its flight recorder short of the collective they entered",
+             "a slow or stuck rank inside the step (device, host contention, a value-dependent branch)",
+             ("KDP510", "KDP601", "KDP302"), "retry", 142),
+    Decision("gil-starved", "gil-starved", (), (),
+             "a rank ended by the hard stop ('Timeout (' dump, SIGALRM) with its main thread inside one C call",
+             "a C call held the GIL for longer than the budget (a long tensor op, a C extension without GIL release)",
+             ("KDP602",), "retry", 142),
+    Decision("collective-mismatch", "collective-mismatch", (), (),
+             "ranks issued different collectives at one sequence number (flight recorder), or gloo aborted: 'Received data size doesn't match expected size'",
+             "a rank-conditional collective or a rank-dependent early exit: one rank issues a collective its peers do not",
+             ("KDP501", "KDP502", "KDP503", "KDP604"), "stop", 1),
+    Decision("died-oom", "died", (), ("SIGKILL",),
+             "a rank vanished without a record, killed by SIGKILL",
+             "the kernel's OOM killer (container memory limit) or an eviction",
+             ("KDP307", "KDP608"), "retry", 137),
+    Decision("died-crash", "died", (), (),
+             "a rank vanished without a record, killed by another signal (SIGSEGV, SIGABRT, SIGBUS)",
+             "a native crash in torch or an extension",
+             ("KDP202", "KDP608"), "retry", 137),
+    Decision("exception", "exception", (), (),
+             "one rank's failure record holds an exception; its peers only saw broken collectives",
+             "a bug in the task (or data that only that rank sees)",
+             ("KDP607",), "stop", 1),
+    Decision("config", "config", (), (),
+             "a rank refused its configuration (config record)",
+             "a missing or malformed setting, a --task that cannot be imported",
+             ("KDP301", "KDP302", "KDP305"), "stop", 2),
+    Decision("comm-failure", "comm", (), (),
+             "collectives failed or timed out on every rank and no rank stood outside one (or NCCL's watchdog tore a rank down)",
+             "the network or a peer's device failed; NCCL asynchronous error handling ended the rank",
+             ("KDP201", "KDP609", "KDP304"), "retry", 142),
+    Decision("preempted", "preempted", (), (),
+             "the launcher received SIGTERM; the ranks agreed on a step and wrote a final checkpoint",
+             "preemption, eviction or deletion of the pod: nobody's fault",
+             ("KDP605",), "retry", 143),
+)
+
+
+def match_decision(kind: str, phase: str | None = None, signal: str | None = None) -> Decision | None:
+    """The first :data:`DECISIONS` row for a diagnosis ``kind`` (and ``phase``, ``signal``), or ``None``."""
+    for d in DECISIONS:
+        if d.kind != kind:
+            continue
+        if d.phases and phase not in d.phases:
+            continue
+        if d.signals and signal not in d.signals:
+            continue
+        return d
+    return None

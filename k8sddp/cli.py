@@ -32,6 +32,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "status",
     "logs",
     "delete",
+    "diagnose",
+    "rules",
+    "incident",
 )
 
 

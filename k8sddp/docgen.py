@@ -1,6 +1,7 @@
-"""Generate ``docs/rules.md``, the rules table, from the rule catalogue.
+"""Generate ``docs/rules.md`` (the rules table) and ``docs/decisions.md`` (the post-mortem
+decision table) from the rule catalogue.
 
-Regenerate with ``python -m k8sddp.docgen`` (``tests/test_docs.py`` fails when it is stale).
+Regenerate with ``python -m k8sddp.docgen`` (``tests/test_docs.py`` fails when either is stale).
 """
 
 from __future__ import annotations
@@ -8,9 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .catalogue import CATALOGUE_VERSION, LAYERS, PROFILES, rules_for
+from .catalogue import CATALOGUE_VERSION, DECISIONS, LAYERS, PROFILES, RULES, rules_for
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "rules.md"
+DECISIONS_DOC = DOC.with_name("decisions.md")
 
 _LAYER_TEXT = {
     "input": "Input: documents that cannot be read as Kubernetes objects (always checked).",
@@ -18,6 +20,8 @@ _LAYER_TEXT = {
     "baseline": "Guardrails, profile `baseline` (the default).",
     "strict": "Guardrails, profile `strict` (baseline plus these).",
     "lint": "Lint: hang-prone patterns in training scripts (`k8sddp lint`).",
+    "runtime": "Runtime guards: what `k8sddp launch` and `k8sddp train` do while a job runs (not checked by "
+               "validate or lint; named by the decision table, [decisions.md](decisions.md)).",
 }
 
 
@@ -48,13 +52,36 @@ def render_rules_md() -> str:
     return "\n".join(out)
 
 
+def render_decisions_md() -> str:
+    """The Markdown text of ``docs/decisions.md``: one row per :data:`k8sddp.catalogue.DECISIONS`."""
+    out = [
+        "# k8sddp post-mortem decision table",
+        "",
+        f"Generated from `k8sddp/catalogue.py` (catalogue {CATALOGUE_VERSION}) by `python -m k8sddp.docgen`; do not edit.",
+        "The same table: `k8sddp rules [--format json]`. `k8sddp diagnose` prints the row that matches its",
+        "culprit (`decision [trigger]`); the launcher gives the exit code of the last column",
+        "(>= 128 retryable under `restartPolicy: ExitCode`, 1-127 final). The first matching row wins.",
+        "",
+        "| trigger | diagnose sees | root-cause hypothesis | guardrails | then |",
+        "|---|---|---|---|---|",
+    ]
+    for d in DECISIONS:
+        when = d.kind + (f", phase {'/'.join(d.phases)}" if d.phases else "") + (f", {'/'.join(d.signals)}" if d.signals else "")
+        guards = ", ".join(f"{g} `{RULES[g].name}` ({RULES[g].layer})" for g in d.guardrails)
+        out.append(f"| `{d.trigger}` ({when}) | {_cell(d.signature)} | {_cell(d.hypothesis)} | {guards} | "
+                   f"{d.action} (exit {d.exit_code}) |")
+    out.append("")
+    return "\n".join(out)
+
+
 def main() -> int:
-    """Write ``docs/rules.md`` atomically."""
+    """Write ``docs/rules.md`` and ``docs/decisions.md`` atomically."""
     from .atomic import write_text_atomic
 
     DOC.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(DOC, render_rules_md())
-    print(f"wrote {DOC}")
+    for path, text in ((DOC, render_rules_md()), (DECISIONS_DOC, render_decisions_md())):
+        write_text_atomic(path, text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -440,6 +440,43 @@ class Cluster:
         finally:
             resp.release_conn()
 
+    def create_pod(self, body: dict[str, Any]) -> dict[str, Any]:
+        """POST a pod (``k8sddp diagnose --job``'s reader); returns it as the server stored it.
+
+        Raises:
+            ClusterError: forbidden, invalid, unreachable.
+        """
+        call = self._call_ns("create", "pods", body["metadata"]["name"])
+        result = self._call(call, lambda _a: self.core.create_namespaced_pod(self.namespace, body, _request_timeout=30),
+                            retry=False)
+        out: dict[str, Any] = self.api_client.sanitize_for_serialization(result)
+        return out
+
+    def read_pod(self, name: str) -> dict[str, Any]:
+        """GET a pod.
+
+        Raises:
+            ClusterError: 404, forbidden, unreachable.
+        """
+        result = self._call(self._call_ns("get", "pods", name),
+                            lambda _a: self.core.read_namespaced_pod(name, self.namespace, _request_timeout=30))
+        out: dict[str, Any] = self.api_client.sanitize_for_serialization(result)
+        return out
+
+    def delete_pod(self, name: str) -> None:
+        """DELETE a pod; one already gone is fine.
+
+        Raises:
+            ClusterError: forbidden, unreachable.
+        """
+        try:
+            self._call(self._call_ns("delete", "pods", name),
+                       lambda _a: self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0,
+                                                                  _request_timeout=30))
+        except ClusterError as exc:
+            if exc.status != 404:
+                raise
+
     def read_configmap(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         """GET a ConfigMap (read-only); ``None`` when it does not exist.
 

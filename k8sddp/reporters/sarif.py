@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .._version import __version__
-from ..catalogue import CATALOGUE_VERSION, RULES, Layer, Rule, rules_for
+from ..catalogue import CATALOGUE_VERSION, RULES, VALIDATOR_LAYERS, Layer, Rule, rules_for
 from ..findings import Finding, Report, Severity
 
 __all__ = ["SARIF_SCHEMA", "SARIF_VERSION", "render", "render_failed"]
@@ -34,7 +34,7 @@ SARIF_SCHEMA = (
 
 #: Catalogue layers whose rules a command reports (``tool`` argument of :func:`render`).
 _TOOL_LAYERS: dict[str, tuple[Layer, ...]] = {
-    "validate": ("input", "structure", "baseline", "strict"),
+    "validate": VALIDATOR_LAYERS,
     "lint": ("lint",),
 }
 

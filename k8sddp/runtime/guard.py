@@ -94,6 +94,9 @@ class Guard:
             signal.signal(signal.SIGTERM, _noop_handler)
             self._own_sigterm = True
         signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        # fatal signals (SIGABRT of a gloo size-mismatch abort, SIGSEGV) dump into the rank's own
+        # stacks file, where k8sddp diagnose finds the frame that issued the collective
+        faulthandler.enable(file=self.reporter.stacks, all_threads=True)
         faulthandler.register(signal.SIGTERM, file=self.reporter.stacks, all_threads=True, chain=True)
         faulthandler.register(signal.SIGUSR1, file=self.reporter.stacks, all_threads=True, chain=False)
         if self.cfg.learn and isinstance(self.hb, LearningHeartbeat):

@@ -39,8 +39,13 @@ from ..errors import UsageError
 from . import exitcodes as ec
 from .artifacts import ArtifactDir, RunDir, read_json, write_json_atomic
 from .checkpoint_files import newest_complete_step
-from .config import AUTOGUARD, CODE_VERSION, IMAGE, RUN_DIR, SEED, check_guard_env
-from .outcome import Outcome, apply_hang_streak, decide, valid_state
+from .config import AUTOGUARD, CODE_VERSION, IMAGE, RUN_DIR, SEED, _number, check_guard_env
+from .outcome import Outcome, apply_hang_streak, decide, refine, valid_state
+
+#: Seconds the launcher of a multi-node job waits for the other nodes' records on a shared
+#: artifact volume before it diagnoses (``K8SDDP_PEER_WAIT_SECONDS``; docs/runtime.md).
+PEER_WAIT = "K8SDDP_PEER_WAIT_SECONDS"
+DEFAULT_PEER_WAIT_S = 5.0
 
 #: Lines of the command's output kept for the run record's failure-log tail.
 TAIL_LINES = 80
@@ -182,6 +187,10 @@ class Launcher:
     # -- setup ----------------------------------------------------------------------------------
     def _prepare(self) -> tuple[ArtifactDir, RunDir, int]:
         problems = check_guard_env(self.env)
+        try:
+            _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0, maximum=120.0)
+        except UsageError as exc:
+            problems.append(str(exc))
         if problems:
             raise UsageError("refusing to start: " + "; ".join(problems))
         artifacts = ArtifactDir(Path(self.env[gv.ARTIFACT_DIR]))
@@ -336,6 +345,22 @@ class Launcher:
         record["duration_s"] = round(time.monotonic() - started_at, 3)
         return self._finish(run, node, record, artifacts, code, None, tail)
 
+    def _diagnose(self, run: RunDir, node: int, tail: collections.deque[str]) -> Any:
+        """The shared analysis (:mod:`k8sddp.diagnose`) of this attempt and, on a shared volume,
+        the other nodes' (waiting at most ``K8SDDP_PEER_WAIT_SECONDS``); ``None`` if it fails (the
+        launcher's own verdict then stands, with a warning)."""
+        from ..diagnose.live import launcher_view
+
+        raw = torchrun_flag(self.command, "--nnodes") or self.env.get("PET_NNODES") or "1"
+        nnodes = int(raw.split(":")[-1]) if raw.split(":")[-1].isdigit() else 1
+        wait = _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0, maximum=120.0)  # checked in _prepare
+        try:
+            return launcher_view(run.path, node=node, nnodes=nnodes, log_tail=list(tail),
+                                 wait_s=wait)
+        except Exception as exc:  # the diagnosis must never cost the pod its exit code
+            self._warn(f"diagnosis failed ({type(exc).__name__}: {exc}); using this node's records only")
+            return None
+
     def _warn(self, text: str) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.err.write(f"k8sddp launch: warning: {text}\n".encode())
@@ -363,6 +388,9 @@ class Launcher:
                     if waiting_in_collective(run, r, started.get(r, {}).get("main_thread")) is False]
             if busy:
                 outcome.suspects = busy
+        diagnosis = self._diagnose(run, node, tail) if error is None else None
+        if diagnosis is not None:
+            outcome = refine(outcome, diagnosis)
         progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))
         state_path = artifacts.launcher_state(node)
         raw_state = read_json(state_path)
@@ -407,14 +435,18 @@ class Launcher:
             "guard_mode": rank0.get("guard_mode"),
             "tracebacks": {str(r): f.get("traceback") for r, f in failures.items() if f.get("traceback")},
             "failure_log_tail": list(tail),
+            "diagnosis": diagnosis.as_dict() if diagnosis is not None else None,
         })
         write_json_atomic(run.run_record(node), record)
         suspects = ""
         if outcome.suspects:
             parts = []
+            named = {c["rank"]: c for c in outcome.culprits}
             for r in outcome.suspects:
-                info = outcome.ranks.get(r, {})
-                parts.append(f"rank {r} (phase {info.get('phase')}, step {info.get('step')})")
+                info = named.get(r) or outcome.ranks.get(r, {})
+                where = f" on node {info['node']}" if info.get("node") is not None else ""
+                frame = f" at {info['frame']}" if info.get("frame") else ""
+                parts.append(f"rank {r}{where} (phase {info.get('phase')}, step {info.get('step')}){frame}")
             suspects = "; suspected stuck: " + ", ".join(parts)
         msg = (f"k8sddp launch: exit {outcome.code} ({ec.NAMES.get(outcome.code, 'unknown')}, "
                f"{'retryable' if ec.is_retryable(outcome.code) else 'final' if outcome.code else 'done'}): "

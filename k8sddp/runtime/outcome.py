@@ -70,6 +70,8 @@ class Outcome:
     suspects: list[int] = field(default_factory=list)
     max_step: int = -1
     ranks: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: ``[{rank, node, phase, step, kind, frame}]`` named by the shared analysis (:func:`refine`).
+    culprits: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _suspects(ranks: dict[int, dict[str, Any]]) -> list[int]:
@@ -182,7 +184,7 @@ def decide(
         return out(ec.TASK_ERROR, f"the task raised an exception on rank(s) {which}", ("exception",))
     if "vanished" in by_kind:  # the peers' comm errors and watchdog fires follow from it
         which = ", ".join(str(r) for r, v in ranks.items() if v["kind"] == "vanished")
-        return out(ec.WORKER_KILLED, f"rank(s) {which} died without a record (SIGKILL, OOM killer?)",
+        return out(ec.WORKER_KILLED, f"rank(s) {which} died without a record (killed by a signal?)",
                    ("vanished",))
     if by_kind & set(HANG_KINDS):
         return out(ec.HANG, "hang: a watchdog, the hard stop or a collective timed out",
@@ -246,3 +248,44 @@ def apply_hang_streak(
         outcome.reason = (f"{outcome.reason}; retry {streak} of {max_restarts}: failed {streak} "
                           f"times in a row without progress{since}")
     return outcome, new_state
+
+
+#: Culprit kinds whose rank is reported as the suspected stuck rank.
+_STUCK_KINDS = ("hang", "gil-starved")
+
+
+def refine(outcome: Outcome, diagnosis: Any) -> Outcome:
+    """Sharpen :func:`decide`'s verdict with ``k8sddp diagnose``'s analysis of every node's records
+    (:func:`k8sddp.diagnose.live.launcher_view`; a :class:`k8sddp.diagnose.model.Diagnosis`).
+
+    * a collective mismatch (gloo's size-mismatch abort, flight-recorder entries that differ) is a
+      deterministic bug: 137 or 142 becomes final 1, the mismatch named;
+    * a rank that died is named with the signal that ended it (SIGABRT is not SIGKILL); an NCCL
+      asynchronous-error teardown (SIGABRT after NCCL's watchdog message) stays retryable: 142;
+    * for a hang the suspects are the culprits across all nodes (not this node's furthest-behind
+      rank), each with its node, phase, step and stalled frame.
+    Success, preemption and configuration errors are left as they are.
+    """
+    if outcome.code in (ec.SUCCESS, ec.PREEMPTED, ec.INTERRUPTED, ec.CONFIG_ERROR) or not diagnosis.culprits:
+        return outcome
+    culprits = diagnosis.culprits
+    first = culprits[0]
+    outcome.culprits = [{"rank": c.rank, "node": c.node, "phase": c.phase, "step": c.step, "kind": c.kind,
+                         "frame": c.frame, "confidence": c.confidence} for c in culprits]
+    if first.kind == "collective-mismatch" and outcome.code in (ec.WORKER_KILLED, ec.HANG):
+        outcome.code = ec.TASK_ERROR
+        outcome.reason = f"{first.summary} (a deterministic bug: final)"
+        outcome.causes = {c.rank: "collective-mismatch" for c in culprits if c.rank is not None}
+        return outcome
+    if outcome.code == ec.WORKER_KILLED:
+        if first.kind == "died":
+            outcome.reason = "; ".join(c.summary for c in culprits if c.kind == "died")
+        elif first.kind in ("comm", "hang"):  # the vanished rank was an NCCL teardown: it only waited
+            outcome.code = ec.HANG
+            outcome.reason = ("NCCL asynchronous-error teardown (SIGABRT after a failed or timed-out "
+                              f"collective): {first.summary}")
+    if outcome.code == ec.HANG and first.kind in ("died", "exception"):  # on another node
+        outcome.reason = f"{outcome.reason}; cause: {first.summary}"
+    if outcome.code == ec.HANG and first.kind in _STUCK_KINDS:
+        outcome.suspects = [c.rank for c in culprits if c.rank is not None and c.kind in _STUCK_KINDS]
+    return outcome

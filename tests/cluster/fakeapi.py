@@ -10,7 +10,8 @@ k8s.io/apimachinery pkg/api/errors, the API concepts page on watches):
   ``metadata.name``, ``labelSelector`` equality), watch (chunked JSON lines of
   ``{"type", "object"}`` from a ``resourceVersion``, ``timeoutSeconds``, 410 Expired ERROR events for a
   compacted history), delete (``propagationPolicy``; an optional delay emulates finalizers);
-- ConfigMap get; pod list by label selector; pod logs (``container``, ``follow``, ``tailLines``);
+- ConfigMap get; pod list by label selector; pod create, get, delete; pod logs (``container``,
+  ``follow``, ``tailLines``);
 - failures as ``Status`` objects with the real codes and reasons: AlreadyExists 409, NotFound 404,
   Forbidden 403 (per verb/resource/namespace rules), Invalid 422 with causes (from an admission hook),
   BadRequest 400, Unauthorized 401 (bearer token), TooManyRequests 429 with ``Retry-After``, 500/503;
@@ -128,6 +129,9 @@ class FakeApiServer:
         self._pods: dict[tuple[str, str], dict[str, Any]] = {}
         self._logs: dict[tuple[str, str], list[str]] = {}
         self._log_done: set[tuple[str, str]] = set()
+        #: called with (namespace, name, body) after a pod is created (a test plays the kubelet)
+        self.on_pod_created: Callable[[str, str, dict[str, Any]], None] | None = None
+        self.deleted_pods: list[str] = []
         self._stopping = False
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -166,6 +166,37 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             h._send_json(200, {"kind": "PodList", "apiVersion": "v1",
                                "metadata": {"resourceVersion": str(server._rv)}, "items": items})
             return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", path)
+        if m and method == "POST":
+            ns = m.group(1)
+            obj = json.loads(body or b"{}")
+            name = obj.get("metadata", {}).get("name", "")
+            if forbidden(h, "create", "pods", "", ns, name):
+                return
+            server.add_pod(ns, name, obj.get("metadata", {}).get("labels") or {}, phase="Pending",
+                           containers=tuple(c["name"] for c in obj["spec"]["containers"]), done=False)
+            with server._lock:
+                server._pods[(ns, name)]["spec"] = copy.deepcopy(obj["spec"])
+                stored = copy.deepcopy(server._pods[(ns, name)])
+            if server.on_pod_created is not None:
+                server.on_pod_created(ns, name, obj)
+            h._send_json(201, stored)
+            return
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)", path)
+        if m and method in ("GET", "DELETE"):
+            ns, name = m.groups()
+            if forbidden(h, "get" if method == "GET" else "delete", "pods", "", ns, name):
+                return
+            with server._lock:
+                pod = server._pods.get((ns, name))
+                if pod is not None and method == "DELETE":
+                    del server._pods[(ns, name)]
+                    server.deleted_pods.append(name)
+            if pod is None:
+                h._fail(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+            else:
+                h._send_json(200, copy.deepcopy(pod))
+            return
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", path)
         if m and method == "GET":
             logs_route(h, m.group(1), m.group(2), query)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from k8sddp.catalogue import RULES
+from k8sddp.catalogue import RULES, VALIDATOR_LAYERS
 from k8sddp.findings import Severity
 from k8sddp.validate import validate_paths
 
@@ -29,7 +29,7 @@ _PROFILE = re.compile(rb"^# profile: (\w+)\s*$", re.M)
 _EXPECT = re.compile(rb"^# expect: (KDP\d{3})(?:@(\d+))?\s*$", re.M)
 
 #: Every rule of the validator (KDP0xx-KDP3xx) has fixtures of both kinds.
-VALIDATOR_RULES = sorted(r for r in RULES if RULES[r].layer != "lint")
+VALIDATOR_RULES = sorted(r for r in RULES if RULES[r].layer in VALIDATOR_LAYERS)
 
 
 def _cases() -> list[Path]:
