@@ -21,8 +21,8 @@ from typing import Literal
 
 from .findings import Severity
 
-__all__ = ["CATALOGUE_VERSION", "DECISIONS", "LAYERS", "PROFILES", "RULES", "Decision", "Rule", "get_rule",
-           "match_decision", "rules_for"]
+__all__ = ["CATALOGUE_VERSION", "DECISIONS", "Decision", "LAYERS", "PROFILES", "RULES", "Rule", "VALIDATOR_LAYERS",
+           "get_rule", "match_decision", "rules_for"]
 
 #: Bumped whenever a rule is added, removed or changes meaning; reported by the webhook.
 CATALOGUE_VERSION = "2026.12.1"
