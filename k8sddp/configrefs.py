@@ -1,4 +1,4 @@
-"""Which ConfigMaps a PyTorchJob's containers read their environment from.
+"""Which ConfigMaps a workload's containers (a PyTorchJob's, or any registered kind's) read their environment from.
 
 A container names ConfigMaps in ``envFrom[].configMapRef.name`` and in
 ``env[].valueFrom.configMapKeyRef.name``; a ConfigMap must be in the pod's namespace
@@ -12,16 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["containers_of", "is_configmap", "is_pytorchjob", "missing_configmaps", "referenced_configmaps"]
+from . import kinds
+from .validate.objindex import ObjectIndex
+
+__all__ = ["containers_of", "is_configmap", "is_pytorchjob", "is_workload", "missing_configmaps", "referenced_configmaps"]
+
+
+def is_workload(obj: Any) -> bool:
+    """True for a mapping of a registered kind (:func:`k8sddp.kinds.lookup`: its group, any version)."""
+    return isinstance(obj, dict) and kinds.lookup(obj.get("apiVersion"), obj.get("kind")) is not None
 
 
 def is_pytorchjob(obj: Any) -> bool:
     """True for a ``kubeflow.org/*`` ``PyTorchJob`` mapping."""
-    return (
-        isinstance(obj, dict)
-        and obj.get("kind") == "PyTorchJob"
-        and str(obj.get("apiVersion", "")).startswith("kubeflow.org/")
-    )
+    return isinstance(obj, dict) and kinds.lookup(obj.get("apiVersion"), obj.get("kind")) is kinds.PYTORCHJOB
 
 
 def is_configmap(obj: Any) -> bool:
@@ -30,18 +34,17 @@ def is_configmap(obj: Any) -> bool:
 
 
 def containers_of(job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(replica_type, container)`` for every container and init container of every replica."""
-    specs = ((job.get("spec") or {}).get("pytorchReplicaSpecs") or {})
-    if not isinstance(specs, dict):
+    """``(replica or group name, container)`` for every init container and container of every pod
+    template of a registered kind (:meth:`k8sddp.kinds.Kind.pod_templates`); nothing for others."""
+    kind = kinds.lookup(job.get("apiVersion"), job.get("kind"))
+    if kind is None:
         return
-    for rtype, rspec in specs.items():
-        pod = (((rspec or {}).get("template") or {}).get("spec") or {}) if isinstance(rspec, dict) else {}
-        if not isinstance(pod, dict):
-            continue
+    for view in kind.pod_templates(job, kinds.CheckContext("baseline", ObjectIndex())):
         for key in ("initContainers", "containers"):
-            for container in pod.get(key) or []:
+            listed = view.pod_spec.get(key)
+            for container in listed if isinstance(listed, list) else []:
                 if isinstance(container, dict):
-                    yield str(rtype), container
+                    yield view.group, container
 
 
 def referenced_configmaps(job: dict[str, Any]) -> list[str]:
@@ -73,7 +76,7 @@ def missing_configmaps(objs: list[dict[str, Any]], *, namespace: str) -> list[tu
     }
     out: list[tuple[str, str]] = []
     for job in objs:
-        if not is_pytorchjob(job):
+        if not is_workload(job):
             continue
         ns = (job.get("metadata") or {}).get("namespace") or namespace
         for name in referenced_configmaps(job):

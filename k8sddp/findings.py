@@ -42,7 +42,8 @@ class Finding:
         path: JSON path inside the document (``spec.pytorchReplicaSpecs.Worker.template``);
             empty for file-level findings.
         document: 0-based index of the YAML document in its file (-1 for file-level findings).
-        object_ref: ``Kind/namespace/name`` of the object, empty if not an object.
+        object_ref: ``Kind/namespace/name`` of the object, empty if not an object; an object inside a
+            wrapper is named after it: ``AppWrapper/ml/aw:PyTorchJob/ml/train``.
         exempted_by: the exemption that silenced it (annotation or config), empty if none.
     """
 

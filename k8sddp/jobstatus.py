@@ -18,10 +18,12 @@ import sys
 import time
 from typing import Any, TextIO
 
+from .kinds.pytorchjob import PYTORCHJOB
+
 __all__ = ["FINAL_TYPES", "JobState", "Progress", "job_state", "pods_summary"]
 
 #: Conditions after which nothing changes any more.
-FINAL_TYPES = frozenset({"Succeeded", "Failed"})
+FINAL_TYPES = PYTORCHJOB.status.final_conditions
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .configrefs import is_configmap, is_pytorchjob
+from .configrefs import is_configmap, is_workload
 from .errors import UsageError, ValidationError
 from .findings import Report
 
@@ -108,7 +108,7 @@ def load_inputs(paths: Sequence[str], *, sets: Sequence[str] = (), profile: str 
         elif sets:
             raise UsageError(f"{name}: --set applies to DDPJob specs, and this is a manifest")
         for doc in docs:
-            if is_pytorchjob(doc):
+            if is_workload(doc):
                 jobs.append(doc)
                 sources.append(name)
             elif is_configmap(doc):

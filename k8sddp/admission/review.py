@@ -7,7 +7,7 @@ client; ``auditAnnotations`` are recorded in the audit log under ``<webhook name
 
 Decision order for one request (``docs/admission.md`` explains each):
 
-1. not a PyTorchJob (``kubeflow.org``): allowed, with a warning that the webhook is matching more
+1. not a kind the registry knows (:func:`k8sddp.kinds.lookup`: a PyTorchJob of ``kubeflow.org``): allowed, with a warning that the webhook is matching more
    than it should (a misconfigured ``rules`` list);
 2. not CREATE or UPDATE: allowed;
 3. the object is being deleted (``metadata.deletionTimestamp``): allowed, so finalizers can go;
@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from .. import kinds
 from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION, PROFILES
 from ..findings import Finding, Report, Severity
@@ -63,8 +64,6 @@ MAX_CONFIGMAP_LOOKUPS = 16
 #: ``AdmissionRequest.operation`` values (``k8s.io/api/admission/v1``).
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 
-PYTORCHJOB_GROUP = "kubeflow.org"
-PYTORCHJOB_KIND = "PyTorchJob"
 
 
 class MalformedReview(Exception):
@@ -345,12 +344,13 @@ class AdmissionDecider:
             name=str(request.get("name") or ""),
             profile=self.profile,
         )
-        if kind.get("group") != PYTORCHJOB_GROUP or v.kind != PYTORCHJOB_KIND:
+        group = kind.get("group") or ""
+        if kinds.lookup(f"{group}/{kind.get('version') or ''}" if group else "", v.kind) is None:
             v.reason = "not-a-pytorchjob"
-            group = kind.get("group") or "core"
+            served = ", ".join(f"{k.group} {k.status.plural}" for k in kinds.kinds())
             v.warnings.append(
-                _short(f"k8sddp webhook: {v.kind} ({group}/{kind.get('version') or '?'}) is not checked; "
-                       "its webhook rules should match only kubeflow.org pytorchjobs")
+                _short(f"k8sddp webhook: {v.kind} ({group or 'core'}/{kind.get('version') or '?'}) is not checked; "
+                       f"its webhook rules should match only {served}")
             )
             return v
         if v.operation not in ("CREATE", "UPDATE"):

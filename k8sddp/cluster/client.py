@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from ..errors import ClusterError, UsageError
+from ..kinds.pytorchjob import PYTORCHJOB
 from .apierrors import Call, parse_status, translate
 from .retry import RetryPolicy, call_with_retries
 
@@ -34,10 +35,11 @@ __all__ = [
     "VERSION",
 ]
 
-GROUP = "kubeflow.org"
-VERSION = "v1"
-PLURAL = "pytorchjobs"
-KIND = "PyTorchJob"
+# The submitted kind's API coordinates come from its kind module (one source of truth).
+GROUP = PYTORCHJOB.group
+VERSION = PYTORCHJOB.status.version
+PLURAL = PYTORCHJOB.status.plural
+KIND = PYTORCHJOB.kind
 RESOURCE = f"{PLURAL}.{GROUP}"
 #: Annotation holding a fresh id per submission: after a connection reset, a create that meets
 #: AlreadyExists reads the job back and knows it is its own first attempt by this id.

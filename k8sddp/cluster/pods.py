@@ -16,6 +16,7 @@ import threading
 from typing import Any, BinaryIO
 
 from ..errors import ClusterError, UsageError
+from ..kinds.pytorchjob import PYTORCHJOB
 from .client import Cluster
 
 __all__ = [
@@ -27,10 +28,11 @@ __all__ = [
     "stream_logs",
 ]
 
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
-CONTAINER = "pytorch"
+# The operator's pod labels and the training container's name, from the kind module.
+JOB_NAME_LABEL = PYTORCHJOB.status.pod_labels["job-name"]
+REPLICA_TYPE_LABEL = PYTORCHJOB.status.pod_labels["replica-type"]
+REPLICA_INDEX_LABEL = PYTORCHJOB.status.pod_labels["replica-index"]
+CONTAINER = PYTORCHJOB.status.container
 
 
 def job_selector(name: str, replica: str | None = None, index: int | None = None) -> str:

@@ -1,4 +1,7 @@
-"""Validate PyTorchJob manifests: structure (layer 1) and guardrail profiles (layer 2).
+"""Validate workload manifests: structure (layer 1) and guardrail profiles (layer 2).
+
+Which objects are checked, and how, is asked of the kinds registry (:mod:`k8sddp.kinds`): the
+PyTorchJob today, and the jobs inside the wrappers it knows (AppWrapper, Katib Experiment).
 
 Public API::
 

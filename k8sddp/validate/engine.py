@@ -10,27 +10,26 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
+from .. import kinds
 from ..catalogue import PROFILES, RULES
 from ..errors import UsageError
 from ..findings import Finding, Report
-from .checks import check_guardrails, check_structure
+from ..kinds.wrappers import Inner
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
+from .objindex import ObjectIndex
 from .rawfinding import RawFinding, json_path
 from .yamlio import MAX_INPUT_BYTES, Document, Locator, alias_problem, decode, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-PYTORCHJOB_API = "kubeflow.org/v1"
 #: Below this many files the process pool costs more than it saves.
 PARALLEL_MIN_FILES = 64
-_CONFIGMAP_HINT = re.compile(r"ConfigMap")
 
 
 def _object_ref(obj: Mapping[str, Any]) -> str:
@@ -63,12 +62,23 @@ def _objects(docs: Iterable[Any]) -> Iterable[tuple[int, tuple[Any, ...], Any]]:
         yield from _flatten(doc.index, (), doc.data)
 
 
-def collect_configmaps(text: str, cms: ConfigMapIndex, *, is_json: bool = False) -> None:
-    """Add the ConfigMaps of a manifest text to ``cms`` (unreadable documents are skipped here;
-    they are reported when the file itself is checked)."""
+def new_index(default_namespace: str | None = None) -> ObjectIndex:
+    """An empty index of the input's ConfigMaps and of the objects registered kinds refer to."""
+    return ObjectIndex(kinds.referenced_kinds(), default_namespace=default_namespace)
+
+
+def _index_hints() -> tuple[bytes, ...]:
+    """Kind names whose mention makes a file worth reading before the checks (ConfigMaps and the
+    objects registered kinds refer to)."""
+    return (b"ConfigMap", *sorted({k.encode() for _, k in kinds.referenced_kinds()}))
+
+
+def collect_configmaps(text: str, cms: ObjectIndex, *, is_json: bool = False) -> None:
+    """Add the ConfigMaps of a manifest text, and the objects of the kinds ``cms`` keeps, to ``cms``
+    (unreadable documents are skipped here; they are reported when the file itself is checked)."""
     docs, _ = load_documents(text, is_json=is_json)
     for _, _, obj in _objects(docs):
-        if isinstance(obj, Mapping) and obj.get("kind") == "ConfigMap" and obj.get("apiVersion") == "v1":
+        if cms.wants(obj):
             cms.add(obj)
 
 
@@ -77,7 +87,7 @@ def check_text(
     *,
     file: str,
     profile: str = "baseline",
-    configmaps: ConfigMapIndex | None = None,
+    configmaps: ObjectIndex | None = None,
     config: Config | None = None,
     is_json: bool | None = None,
 ) -> Report:
@@ -87,7 +97,8 @@ def check_text(
         text: YAML (one or more documents) or JSON.
         file: the name reported in findings.
         profile: ``baseline`` or ``strict`` (:data:`k8sddp.catalogue.PROFILES`).
-        configmaps: ConfigMaps of the whole input; ``None``: the ConfigMaps of this text only.
+        configmaps: the whole input's ConfigMaps and referenced objects (:func:`new_index`);
+            ``None``: those of this text only.
         config: repository configuration (path exemptions), if any.
         is_json: parse as JSON; default: by the file's suffix.
 
@@ -106,42 +117,96 @@ def check_text(
         line, col = (p.line, p.column) if p.line else locator.locate(p.index, ())
         report.findings.append(Finding(p.rule_id, RULES[p.rule_id].severity, p.message, file, line, col, "", p.index))
     if configmaps is None:
-        configmaps = ConfigMapIndex()
+        configmaps = new_index()
         collect_configmaps(text, configmaps, is_json=is_json)
     report.documents += sum(1 for d in docs if d.data is not None)
-    for index, prefix, obj in _objects(docs):
-        if not isinstance(obj, Mapping) or not obj.get("apiVersion") or not obj.get("kind"):
-            line, col = locator.locate(index, prefix)
-            what = "a mapping" if isinstance(obj, Mapping) else type(obj).__name__
-            report.findings.append(
-                Finding("KDP004", RULES["KDP004"].severity, f"not a Kubernetes object: {what} without apiVersion and kind", file, line, col, json_path(prefix), index)
-            )
-            continue
-        kind = str(obj.get("kind"))
-        if kind != "PyTorchJob":
-            report.skipped[kind] += 1
-            continue
-        report.checked += 1
-        raw = _check_job(obj, profile, configmaps)
-        granted, problems_ = annotation_exemptions(obj)
-        raw = problems_ + raw
-        ref = _object_ref(obj)
-        for rf in raw:
-            rule = RULES[rf.rule_id]
-            exempted = granted.get(rf.rule_id, "") or (config.exempted(file, rf.rule_id) if config else "")
-            line, col = locator.locate(index, prefix + rf.path)
-            report.findings.append(
-                Finding(rf.rule_id, rule.severity, rf.message, file, line, col, json_path(prefix + rf.path), index, ref, exempted)
-            )
+    _Checker(report, file, profile, configmaps, config, locator, None, text_messages=True).run(_objects(docs))
     return report
 
 
-def _check_job(obj: Mapping[str, Any], profile: str, cms: ConfigMapIndex) -> list[RawFinding]:
-    if obj.get("apiVersion") != PYTORCHJOB_API:
-        return [RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for PyTorchJob; expected {PYTORCHJOB_API!r}")]
-    meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
-    namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else None
-    return check_structure(obj) + check_guardrails(obj, profile, cms, namespace)
+class _Checker:
+    """Checks objects by asking the kinds registry, and places their findings in ``report``.
+
+    Args:
+        report: where findings and counts go.
+        file: the name findings carry.
+        profile: ``baseline`` or ``strict``.
+        objects: the input's ConfigMaps (and referenced objects).
+        config: repository configuration (path exemptions), or ``None``.
+        locator: finds lines in the file's text; ``None``: objects without text (line 0).
+        namespace: the namespace objects without one are applied to.
+        text_messages: KDP004 says what the document is (a file) rather than what it lacks.
+    """
+
+    #: Wrappers inside wrappers are unwrapped this deep at most (a cycle cannot be built from
+    #: parsed YAML without aliases, which are bounded; this bounds pathological nesting).
+    MAX_DEPTH = 8
+
+    def __init__(
+        self,
+        report: Report,
+        file: str,
+        profile: str,
+        objects: ObjectIndex,
+        config: Config | None,
+        locator: Locator | None,
+        namespace: str | None,
+        *,
+        text_messages: bool = False,
+    ) -> None:
+        self.report, self.file, self.profile, self.objects = report, file, profile, objects
+        self.config, self.locator, self.namespace, self.text_messages = config, locator, namespace, text_messages
+
+    def run(self, flat: Iterable[tuple[int, tuple[Any, ...], Any]]) -> None:
+        """Check every ``(document index, path prefix, object)``."""
+        for index, prefix, obj in flat:
+            self._one(index, prefix, obj, "", {}, None, 0)
+
+    def _place(self, index: int, path: tuple[Any, ...]) -> tuple[int, int]:
+        return self.locator.locate(index, path) if self.locator is not None else (0, 0)
+
+    def _emit(self, index: int, prefix: tuple[Any, ...], raw: list[RawFinding], ref: str, granted: Mapping[str, str]) -> None:
+        for rf in raw:
+            exempted = granted.get(rf.rule_id, "") or (self.config.exempted(self.file, rf.rule_id) if self.config else "")
+            line, col = self._place(index, prefix + rf.path)
+            self.report.findings.append(
+                Finding(rf.rule_id, RULES[rf.rule_id].severity, rf.message, self.file, line, col, json_path(prefix + rf.path), index, ref, exempted)
+            )
+
+    def _one(self, index: int, prefix: tuple[Any, ...], obj: Any, outer_ref: str, outer_granted: Mapping[str, str], inner: Inner | None, depth: int) -> None:
+        if not isinstance(obj, Mapping) or not obj.get("apiVersion") or not obj.get("kind"):
+            line, col = self._place(index, prefix)
+            if self.text_messages:
+                what = "a mapping" if isinstance(obj, Mapping) else type(obj).__name__
+                message = f"not a Kubernetes object: {what} without apiVersion and kind"
+            else:
+                message = "not a Kubernetes object: no apiVersion and kind"
+            self.report.findings.append(Finding("KDP004", RULES["KDP004"].severity, message, self.file, line, col, json_path(prefix), index, outer_ref))
+            return
+        api, kind_name = obj.get("apiVersion"), obj.get("kind")
+        kind = kinds.lookup(api, kind_name)
+        wrapper = None if kind is not None or depth >= self.MAX_DEPTH else kinds.lookup_wrapper(api, kind_name)
+        if kind is None and wrapper is None:
+            self.report.skipped[kinds.skip_label(api, kind_name)] += 1
+            return
+        meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
+        ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else self.namespace
+        ctx = kinds.CheckContext(self.profile, self.objects, ns)
+        ref = f"{outer_ref}:{_object_ref(obj)}" if outer_ref else _object_ref(obj)
+        granted, problems = annotation_exemptions(obj)
+        granted = {**outer_granted, **granted}
+        if kind is not None:
+            self.report.checked += 1
+            raw = kind.check(obj, ctx)
+            if inner is not None:
+                raw = kinds.placeholder_filter(inner, raw)
+            self._emit(index, prefix, problems + raw, ref, granted)
+            return
+        assert wrapper is not None
+        unwrapped = wrapper.unwrap(obj, ctx)
+        self._emit(index, prefix, problems + unwrapped.findings, ref, granted)
+        for held in unwrapped.inner:
+            self._one(index, prefix + held.path, held.obj, ref, granted, held, depth + 1)
 
 
 def check_profile(profile: str) -> str:
@@ -265,7 +330,7 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
-def _init_worker(profile: str, cms: ConfigMapIndex, config: Config | None) -> None:
+def _init_worker(profile: str, cms: ObjectIndex, config: Config | None) -> None:
     _WORKER.update(profile=profile, cms=cms, config=config)
     gc.set_threshold(*GC_THRESHOLD)  # a worker process only validates: no need to restore
 
@@ -314,10 +379,11 @@ def validate_paths(
         except InputTooLarge:
             texts["-"] = ""
             stdin_too_large = True
-    cms = ConfigMapIndex()
+    cms = new_index()
+    hints = _index_hints()
     for path in files:
         if path == "-":
-            if _CONFIGMAP_HINT.search(texts["-"]):
+            if any(h.decode() in texts["-"] for h in hints):
                 collect_configmaps(texts["-"], cms)
             continue
         # Only files that mention ConfigMap are decoded and parsed here; the rest only by their
@@ -326,7 +392,7 @@ def validate_paths(
             data = _read_bytes(path)
         except InputTooLarge:
             continue  # reported when the file itself is checked
-        if b"ConfigMap" in data or data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # or UTF-16: look after decoding
+        if any(h in data for h in hints) or data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # or UTF-16: look after decoding
             collect_configmaps(decode(data), cms, is_json=path.endswith(".json"))
     jobs = jobs or _cores()
     report = Report()
@@ -381,29 +447,11 @@ def validate_objects(
             objs[i] = None
     # kind: List items are objects of their own, as in files (``_objects``).
     flat = list(_objects(Document(i, obj) for i, obj in enumerate(objs)))
-    cms = ConfigMapIndex(default_namespace=namespace)
-    for cm in list(configmaps) + [o for _, _, o in flat if isinstance(o, Mapping) and o.get("kind") == "ConfigMap"]:
-        cms.add(cm)
-    for i, prefix, obj in flat:
-        if not isinstance(obj, Mapping) or not obj.get("apiVersion") or not obj.get("kind"):
-            report.findings.append(
-                Finding("KDP004", RULES["KDP004"].severity, "not a Kubernetes object: no apiVersion and kind", file, path=json_path(prefix), document=i)
-            )
-            continue
-        if obj.get("kind") != "PyTorchJob":
-            report.skipped[str(obj.get("kind"))] += 1
-            continue
-        report.checked += 1
-        meta: Mapping[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), Mapping) else {}
-        ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) and meta.get("namespace") else namespace
-        raw = (
-            [RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for PyTorchJob; expected {PYTORCHJOB_API!r}")]
-            if obj.get("apiVersion") != PYTORCHJOB_API
-            else check_structure(obj) + check_guardrails(obj, profile, cms, ns)
-        )
-        granted, problems = annotation_exemptions(obj)
-        for rf in problems + raw:
-            report.findings.append(
-                Finding(rf.rule_id, RULES[rf.rule_id].severity, rf.message, file, 0, 0, json_path(prefix + rf.path), i, _object_ref(obj), granted.get(rf.rule_id, ""))
-            )
+    index = new_index(default_namespace=namespace)
+    for cm in configmaps:
+        ConfigMapIndex.add(index, cm)  # the caller's ConfigMaps (read from a cluster) may lack apiVersion and kind
+    for _, _, o in flat:
+        if index.wants(o):
+            index.add(o)
+    _Checker(report, file, profile, index, None, None, namespace).run(flat)
     return report

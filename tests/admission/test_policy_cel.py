@@ -12,6 +12,7 @@ import yaml
 
 pytest.importorskip("celpy")
 
+from k8sddp import kinds  # noqa: E402
 from k8sddp.admission.cel import VALIDATIONS  # noqa: E402
 from k8sddp.admission.policy import kyverno_policy, vap_objects  # noqa: E402
 from k8sddp.catalogue import CATALOGUE_VERSION, RULES  # noqa: E402
@@ -50,7 +51,8 @@ def _jobs(path: Path) -> list[dict[str, Any]]:
         docs = list(yaml.safe_load_all(path.read_text()))
     except (yaml.YAMLError, UnicodeDecodeError):  # the validator's fixtures include non-UTF-8 files
         return []
-    return [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
+    # The policy matches kubeflow.org pytorchjobs only (KubeDL's PyTorchJob is another kind).
+    return [d for d in docs if isinstance(d, dict) and kinds.lookup(d.get("apiVersion"), d.get("kind")) is kinds.PYTORCHJOB]
 
 
 def _structure_ok(job: dict[str, Any]) -> bool:

@@ -1,0 +1,62 @@
+"""Workload kinds: one module per kind, and the wrappers that hold them.
+
+``validate``, the admission webhook and ``submit`` never test ``kind == ...`` themselves: they ask
+the registry. An object's ``(API group, kind)`` finds
+
+- a :class:`Kind` (:func:`lookup`): it is checked (``Kind.check``) and counted as checked; a
+  version of the group that the kind does not serve is KDP101;
+- else a :class:`Wrapper` (:func:`lookup_wrapper`, by exact ``apiVersion``): the objects it holds
+  are checked the same way (recursively), their findings placed at the wrapper's file and line
+  with a JSON path through it;
+- else nothing: the object is skipped and counted by :func:`skip_label` (a kind name that a
+  registered kind has in another group is counted with its group, ``PyTorchJob (training.kubedl.io)``).
+
+Every check receives a :class:`CheckContext`: the profile, the object's namespace and an
+:class:`~k8sddp.validate.objindex.ObjectIndex` of the whole input (ConfigMaps, and the objects of
+the kinds in ``Kind.references``), so a kind can resolve references to other objects.
+
+To add a kind: write ``k8sddp/kinds/<kind>.py`` with a :class:`Kind` subclass that sets ``group``,
+``kind``, ``versions``, ``references`` and ``status``, implements ``check_structure`` (its CRD
+schema), ``pod_templates`` (a :class:`PodTemplateView` per pod template, with the training
+container resolved), ``effective_env`` and ``check_guardrails``; register an instance with
+:func:`register` at module level, and import the module below. A new wrapper layout: a
+:class:`Wrapper` subclass in :mod:`.wrappers`, registered with :func:`register_wrapper`.
+"""
+
+from __future__ import annotations
+
+# The validate engine imports this package's modules and they import validate's check library:
+# load validate first, whichever of the two is imported first.
+from .. import validate as _validate  # noqa: F401
+from .base import CheckContext, Kind, PodTemplateView, StatusModel
+from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
+from .registry import (
+    kinds,
+    lookup,
+    lookup_wrapper,
+    referenced_kinds,
+    register,
+    register_wrapper,
+    skip_label,
+)
+from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
+
+__all__ = [
+    "CheckContext",
+    "Inner",
+    "Kind",
+    "PYTORCHJOB",
+    "PodTemplateView",
+    "PyTorchJobKind",
+    "StatusModel",
+    "Unwrapped",
+    "Wrapper",
+    "kinds",
+    "lookup",
+    "lookup_wrapper",
+    "placeholder_filter",
+    "referenced_kinds",
+    "register",
+    "register_wrapper",
+    "skip_label",
+]

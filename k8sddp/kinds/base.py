@@ -1,0 +1,153 @@
+"""The interface every workload kind implements, and the data it hands to the shared checks."""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..validate.rawfinding import RawFinding
+
+if TYPE_CHECKING:  # (runtime import would be circular: the validate engine imports the kinds)
+    from ..validate.envresolve import EnvValue
+    from ..validate.objindex import ObjectIndex
+
+__all__ = ["CheckContext", "Kind", "PodTemplateView", "StatusModel"]
+
+_MAPPING = (dict, Mapping)
+
+
+@dataclasses.dataclass(frozen=True)
+class PodTemplateView:
+    """One pod template of a workload object, and its training container.
+
+    Attributes:
+        group: the replica or group name, as messages name it (``Worker``, ``head``,
+            ``workerGroupSpecs[small]``, a Trainer ``replicatedJobs`` name).
+        path: keys and list indices from the object's root to the pod *template* (the object
+            holding ``metadata`` and ``spec``), e.g. ``("spec", "pytorchReplicaSpecs", "Worker", "template")``.
+        template: the pod template at ``path`` (a mapping; may lack ``spec`` in a broken manifest).
+        container_index: index in ``template.spec.containers`` of the training container, or
+            ``None`` when there is none (a structure finding reports that).
+        container: the training container as the kind resolves it; normally the one at
+            ``container_index``, but a kind that merges overrides (a TrainJob's trainer over its
+            runtime's ``node`` container) puts the merged container here.
+    """
+
+    group: str
+    path: tuple[Any, ...]
+    template: Mapping[str, Any]
+    container_index: int | None
+    container: Mapping[str, Any] | None
+
+    @property
+    def pod_spec(self) -> Mapping[str, Any]:
+        """``template.spec``, or ``{}`` if it is not a mapping."""
+        spec = self.template.get("spec")
+        return spec if isinstance(spec, _MAPPING) else {}
+
+    @property
+    def container_path(self) -> tuple[Any, ...] | None:
+        """Path from the object's root to the training container, or ``None``."""
+        if self.container_index is None:
+            return None
+        return (*self.path, "spec", "containers", self.container_index)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusModel:
+    """How a kind reports its state on a cluster (read by :mod:`k8sddp.jobstatus` and :mod:`k8sddp.cluster`).
+
+    Attributes:
+        plural: the resource's plural (``pytorchjobs``).
+        version: the version k8sddp reads and writes (``v1``).
+        condition_types: ``status.conditions[].type`` values the controller sets, in life order.
+        final_conditions: those after which nothing changes.
+        pod_labels: label keys the controller puts on its pods: ``job-name``, ``replica-type``,
+            ``replica-index`` (empty where a kind has no such label).
+        container: the training container's name in the pods (``pytorch``), or ``""`` when the
+            kind picks it by position.
+    """
+
+    plural: str
+    version: str
+    condition_types: tuple[str, ...]
+    final_conditions: frozenset[str]
+    pod_labels: Mapping[str, str]
+    container: str
+
+
+@dataclasses.dataclass
+class CheckContext:
+    """What a kind's checks may read besides the object itself.
+
+    Attributes:
+        profile: ``baseline`` or ``strict`` (:data:`k8sddp.catalogue.PROFILES`).
+        objects: the whole input's ConfigMaps and referenced objects.
+        namespace: the object's namespace (its own, else the one it will be applied to; ``None``: unknown).
+    """
+
+    profile: str
+    objects: ObjectIndex
+    namespace: str | None = None
+
+
+class Kind(abc.ABC):
+    """One workload kind: an API group and kind name, and everything the checks need to know of it.
+
+    Subclasses set the class attributes and implement the abstract methods; :func:`k8sddp.kinds.register`
+    makes them known. An object is handed to :meth:`check` only when its group and kind match;
+    a version not in :attr:`versions` is reported by :meth:`check_api_version`.
+
+    Attributes:
+        group: API group (``kubeflow.org``).
+        kind: kind name (``PyTorchJob``).
+        versions: versions the CRD serves that k8sddp checks (``("v1",)``).
+        references: ``(group, kind)`` of other objects this kind resolves by name (a TrainJob's
+            runtime): the input's objects of those kinds are put in :attr:`CheckContext.objects`.
+        status: how the kind reports status.
+    """
+
+    group: ClassVar[str]
+    kind: ClassVar[str]
+    versions: ClassVar[tuple[str, ...]]
+    references: ClassVar[tuple[tuple[str, str], ...]] = ()
+    status: ClassVar[StatusModel]
+
+    @property
+    def api_versions(self) -> tuple[str, ...]:
+        """``group/version`` for each served version."""
+        return tuple(f"{self.group}/{v}" for v in self.versions)
+
+    def check_api_version(self, obj: Mapping[str, Any]) -> RawFinding | None:
+        """KDP101 when ``obj.apiVersion`` is this group with a version that is not served."""
+        if obj.get("apiVersion") in self.api_versions:
+            return None
+        expected = " or ".join(repr(a) for a in self.api_versions)
+        return RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for {self.kind}; expected {expected}")
+
+    @abc.abstractmethod
+    def check_structure(self, obj: Mapping[str, Any]) -> list[RawFinding]:
+        """Layer 1: the kind's CRD structure schema and the controller's admission rules (KDP1xx)."""
+
+    @abc.abstractmethod
+    def pod_templates(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[PodTemplateView]:
+        """Every pod template of ``obj`` (references resolved through ``ctx.objects``), with its
+        training container; templates that are not mappings are left out (layer 1 reports them)."""
+
+    @abc.abstractmethod
+    def effective_env(self, obj: Mapping[str, Any], view: PodTemplateView, ctx: CheckContext) -> dict[str, EnvValue]:
+        """The training container's effective environment in ``view``, as the process will see it
+        (kubelet resolution, plus what the kind's controller or runtime layers on top)."""
+
+    @abc.abstractmethod
+    def check_guardrails(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
+        """Layer 2 (``baseline``, and ``strict`` when ``ctx.profile`` says so)."""
+
+    def check(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
+        """All checks of one object: the API version, then structure and guardrails."""
+        wrong = self.check_api_version(obj)
+        if wrong is not None:
+            return [wrong]
+        return self.check_structure(obj) + self.check_guardrails(obj, ctx)
