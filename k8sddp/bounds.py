@@ -70,7 +70,8 @@ _QUANTITY_PARTS = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([eE][+-]
 
 def quantity_value(value: object) -> Decimal | None:
     """The exact value of a Kubernetes quantity (``"500m"`` -> 0.5, ``"1Gi"`` -> 1073741824), or
-    ``None`` when ``value`` is not one. Suffixes as ``resource.Quantity`` reads them."""
+    ``None`` when ``value`` is not one (or its exponent is beyond any real quantity). Suffixes as
+    ``resource.Quantity`` reads them."""
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -84,9 +85,12 @@ def quantity_value(value: object) -> Decimal | None:
     if not m:
         return None
     number, suffix = Decimal(m.group(1)), m.group(2) or ""
-    if suffix[:1] in ("e", "E") and suffix not in _SUFFIXES:
-        return number * Decimal(10) ** Decimal(suffix[1:])
-    return number * _SUFFIXES[suffix]
+    try:
+        if suffix[:1] in ("e", "E") and suffix not in _SUFFIXES:
+            return number * Decimal(10) ** Decimal(suffix[1:])
+        return number * _SUFFIXES[suffix]
+    except ArithmeticError:  # an exponent beyond Decimal's range ("1e9999999"): no value to compare
+        return None
 
 
 def _digit_class(a: int, b: int) -> str:
