@@ -298,7 +298,7 @@ start_training-operator() {
   local ref; ref="$(reference_dir)" || die "no shared reference folder with kubeflow/kubeflow.org_pytorchjobs.yaml (set K8SDDP_REFERENCE)"
   kctl apply --server-side -f "$ref/kubeflow/kubeflow.org_pytorchjobs.yaml" >/dev/null
   local end=$(( $(date +%s) + 60 ))
-  until [ "$(kctl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do
+  until [ "$(kctl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
     [ "$(date +%s)" -lt "$end" ] || die "CRD pytorchjobs.kubeflow.org not established after 60s"
     sleep 0.3
   done
@@ -308,6 +308,8 @@ start_training-operator() {
     -addext "subjectAltName=DNS:training-operator-ca" -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,digitalSignature" \
     -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  # the rotator parses its CA key as PKCS#1 (x509.ParsePKCS1PrivateKey), OpenSSL 3 writes PKCS#8
+  openssl rsa -in "$d/ca.key" -traditional -out "$d/ca.key" 2>/dev/null
   openssl req -new -newkey rsa:2048 -nodes -keyout "$d/tls.key" -subj "/CN=training-operator.kubeflow.svc" \
     -out "$d/tls.csr" 2>/dev/null
   printf 'subjectAltName=DNS:training-operator.kubeflow.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$d/ext"
