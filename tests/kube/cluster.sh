@@ -53,7 +53,8 @@ go_env() {
 }
 
 # ldflags for one module: strip symbols; kubernetes binaries get their version stamped, as the
-# release build does (hack/lib/version.sh), so `kubectl version` and discovery report it.
+# release build does (hack/lib/version.sh), so `kubectl version` and discovery report it; helm
+# gets the Kubernetes version of its client-go, as its Makefile does.
 ldflags_for() {
   local flags="-s -w"
   if [ "$1" = kube ]; then
@@ -61,6 +62,13 @@ ldflags_for() {
     minor="${minor%%.*}"
     flags="$flags -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor"
     flags="$flags -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
+  elif [ "$1" = peers ]; then
+    # helm's default Capabilities.KubeVersion and its lint deprecation checks follow the
+    # client-go it is built with (its Makefile's LDFLAGS); unset they say v1.20.0
+    local h=helm.sh/helm/v3/pkg
+    flags="$flags -X $h/chartutil.k8sVersionMajor=1 -X $h/chartutil.k8sVersionMinor=36"
+    flags="$flags -X $h/lint/rules.k8sVersionMajor=1 -X $h/lint/rules.k8sVersionMinor=36"
+    flags="$flags -X helm.sh/helm/v3/internal/version.version=v3.21.4"
   fi
   echo "$flags"
 }
@@ -74,7 +82,8 @@ missing_bins() {
   echo "${out# }"
 }
 
-# A module is rebuilt when a binary is missing or its go.mod/go.sum changed since its last build.
+# A module is rebuilt when a binary is missing or its go.mod, go.sum or ldflags changed since its
+# last build.
 cmd_build() {
   if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
   go_env
@@ -93,7 +102,7 @@ cmd_build() {
       pkgs+=("$p"); bins+=("$b")
       [ -x "$BIN/$b" ] || missing=1
     done
-    want="$(cat "$HERE/gomod/$mod/go.mod" "$HERE/gomod/$mod/go.sum" | sha256sum | cut -c1-16)"
+    want="$( (cat "$HERE/gomod/$mod/go.mod" "$HERE/gomod/$mod/go.sum"; ldflags_for "$mod") | sha256sum | cut -c1-16)"
     stamp="$BIN/.$mod.stamp"
     if [ "$missing" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
       continue
