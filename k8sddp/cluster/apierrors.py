@@ -64,6 +64,15 @@ class ApiStatus:
     details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def _admission_denial(message: str) -> bool:
+    """True when a 403's message is an admission denial, not RBAC: the API server words them
+    ``admission webhook "NAME" denied the request: ...`` (apiserver webhookerrors.ToStatusErr)
+    and ``ValidatingAdmissionPolicy 'NAME' with binding 'NAME' denied request: ...``
+    (validating policy dispatcher); RBAC's is ``... is forbidden: User "..." cannot ...``."""
+    return ("admission webhook" in message and "denied the request" in message) or (
+        "ValidatingAdmissionPolicy" in message and "denied request" in message)
+
+
 def parse_status(exc: BaseException) -> ApiStatus:
     """Read the ``Status`` from a kubernetes ``ApiException`` (body JSON), tolerating non-JSON
     bodies (a proxy's HTML page), which become the message."""
@@ -125,6 +134,11 @@ def translate(exc: BaseException, call: Call, *, attempts: int = 1) -> ClusterEr
         )
     elif st.code == 409:
         msg = f"conflict: cannot {call.what()}{server_says}"
+    elif st.code == 403 and _admission_denial(st.message):
+        # an admission webhook or policy refused the object: RBAC allowed the request
+        msg = f"refused at admission: cannot {call.what()}{server_says}"
+        if st.causes:
+            msg += "\n" + "\n".join(f"  - {c}" for c in st.causes)
     elif st.code == 403:
         msg = (
             f"forbidden: your credentials may not {call.verb} {call.resource} in namespace "

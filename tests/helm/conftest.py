@@ -60,7 +60,7 @@ def split_manifests(text: str) -> dict[str, str]:
     for doc in re.split(r"^---\s*$", text, flags=re.MULTILINE):
         m = _SOURCE.search(doc)
         if m:
-            out[m.group(1)] = out.get(m.group(1), "") + doc
+            out[m.group(1)] = out.get(m.group(1), "") + "---\n" + doc
     return out
 
 

@@ -53,7 +53,8 @@ go_env() {
 }
 
 # ldflags for one module: strip symbols; kubernetes binaries get their version stamped, as the
-# release build does (hack/lib/version.sh), so `kubectl version` and discovery report it.
+# release build does (hack/lib/version.sh), so `kubectl version` and discovery report it; helm
+# gets the Kubernetes version of its client-go, as its Makefile does.
 ldflags_for() {
   local flags="-s -w"
   if [ "$1" = kube ]; then
@@ -61,6 +62,13 @@ ldflags_for() {
     minor="${minor%%.*}"
     flags="$flags -X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor"
     flags="$flags -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
+  elif [ "$1" = peers ]; then
+    # helm's default Capabilities.KubeVersion and its lint deprecation checks follow the
+    # client-go it is built with (its Makefile's LDFLAGS); unset they say v1.20.0
+    local h=helm.sh/helm/v3/pkg
+    flags="$flags -X $h/chartutil.k8sVersionMajor=1 -X $h/chartutil.k8sVersionMinor=36"
+    flags="$flags -X $h/lint/rules.k8sVersionMajor=1 -X $h/lint/rules.k8sVersionMinor=36"
+    flags="$flags -X helm.sh/helm/v3/internal/version.version=v3.21.4"
   fi
   echo "$flags"
 }
@@ -74,7 +82,8 @@ missing_bins() {
   echo "${out# }"
 }
 
-# A module is rebuilt when a binary is missing or its go.mod/go.sum changed since its last build.
+# A module is rebuilt when a binary is missing or its go.mod, go.sum or ldflags changed since its
+# last build.
 cmd_build() {
   if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then export PATH="$PATH:/usr/local/go/bin"; fi
   go_env
@@ -93,7 +102,7 @@ cmd_build() {
       pkgs+=("$p"); bins+=("$b")
       [ -x "$BIN/$b" ] || missing=1
     done
-    want="$(cat "$HERE/gomod/$mod/go.mod" "$HERE/gomod/$mod/go.sum" | sha256sum | cut -c1-16)"
+    want="$( (cat "$HERE/gomod/$mod/go.mod" "$HERE/gomod/$mod/go.sum"; ldflags_for "$mod") | sha256sum | cut -c1-16)"
     stamp="$BIN/.$mod.stamp"
     if [ "$missing" = 0 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
       continue
@@ -161,7 +170,7 @@ kctl() { "$BIN/kubectl" --kubeconfig "$STATE/kubeconfig" "$@"; }
 # new_cert NAME CN SUBJ-EXTRA EXTFILE-LINES: a key and a certificate signed by the cluster CA.
 new_cert() {
   local name="$1" subj="$2" ext="$3"
-  openssl req -new -newkey rsa:2048 -nodes -keyout "$STATE/pki/$name.key" -subj "$subj" \
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$STATE/pki/$name.key" -subj "$subj" \
     -out "$STATE/pki/$name.csr" 2>/dev/null
   printf '%b\n' "$ext" >"$STATE/pki/$name.ext"
   openssl x509 -req -in "$STATE/pki/$name.csr" -CA "$STATE/pki/ca.crt" -CAkey "$STATE/pki/ca.key" \
@@ -169,18 +178,19 @@ new_cert() {
   chmod 600 "$STATE/pki/$name.key"
 }
 
+# ECDSA P-256 keys (an RSA key costs about a second of CPU each on a busy 2-core machine).
 make_pki() {
   mkdir -p "$STATE/pki"; chmod 700 "$STATE/pki"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=k8sddp-test-ca" \
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 -subj "/CN=k8sddp-test-ca" \
     -keyout "$STATE/pki/ca.key" -out "$STATE/pki/ca.crt" 2>/dev/null
   local client="basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth"
   new_cert apiserver "/CN=kube-apiserver" \
     "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
   new_cert admin "/O=system:masters/CN=k8sddp-admin" "$client"
   new_cert controller-manager "/CN=system:kube-controller-manager" "$client"
-  # service-account token signing key pair
-  openssl genrsa -out "$STATE/pki/sa.key" 2048 2>/dev/null
-  openssl rsa -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2>/dev/null
+  # service-account token signing key pair (ES256 tokens)
+  openssl ecparam -name prime256v1 -genkey -noout -out "$STATE/pki/sa.key" 2>/dev/null
+  openssl ec -in "$STATE/pki/sa.key" -pubout -out "$STATE/pki/sa.pub" 2>/dev/null
   chmod 600 "$STATE/pki/sa.key"
 }
 
@@ -294,25 +304,34 @@ ready_kube-controller-manager() {
 # serving certificate that the rotator accepts as valid (SAN training-operator.kubeflow.svc, CA
 # SAN training-operator-ca, > 90 days), the certificate also names 127.0.0.1 so the webhook is
 # called by URL on loopback, and this script does the kubelet's mount.
-start_training-operator() {
-  local ref; ref="$(reference_dir)" || die "no shared reference folder with kubeflow/kubeflow.org_pytorchjobs.yaml (set K8SDDP_REFERENCE)"
-  kctl apply --server-side -f "$ref/kubeflow/kubeflow.org_pytorchjobs.yaml" >/dev/null
-  local end=$(( $(date +%s) + 60 ))
-  until [ "$(kctl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do
-    [ "$(date +%s)" -lt "$end" ] || die "CRD pytorchjobs.kubeflow.org not established after 60s"
-    sleep 0.3
-  done
-  local d="$STATE/pki/operator" wport mport hport
+# RSA (the rotator parses its CA key with x509.ParsePKCS1PrivateKey); made in the background
+# while etcd and the API server start.
+make_operator_pki() {
+  local d="$STATE/pki/operator"
   mkdir -p "$d"
   openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/O=training-operator/CN=training-operator-ca" \
     -addext "subjectAltName=DNS:training-operator-ca" -addext "basicConstraints=critical,CA:TRUE" \
     -addext "keyUsage=critical,keyCertSign,digitalSignature" \
     -keyout "$d/ca.key" -out "$d/ca.crt" 2>/dev/null
+  # the rotator parses its CA key as PKCS#1 (x509.ParsePKCS1PrivateKey), OpenSSL 3 writes PKCS#8
+  openssl rsa -in "$d/ca.key" -traditional -out "$d/ca.key" 2>/dev/null
   openssl req -new -newkey rsa:2048 -nodes -keyout "$d/tls.key" -subj "/CN=training-operator.kubeflow.svc" \
     -out "$d/tls.csr" 2>/dev/null
   printf 'subjectAltName=DNS:training-operator.kubeflow.svc,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >"$d/ext"
   openssl x509 -req -in "$d/tls.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -CAcreateserial -days 3650 \
     -sha256 -extfile "$d/ext" -out "$d/tls.crt" 2>/dev/null
+}
+
+start_training-operator() {
+  local ref; ref="$(reference_dir)" || die "no shared reference folder with kubeflow/kubeflow.org_pytorchjobs.yaml (set K8SDDP_REFERENCE)"
+  kctl apply --server-side -f "$ref/kubeflow/kubeflow.org_pytorchjobs.yaml" >/dev/null
+  local end=$(( $(date +%s) + 60 ))
+  until [ "$(kctl get crd pytorchjobs.kubeflow.org -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
+    [ "$(date +%s)" -lt "$end" ] || die "CRD pytorchjobs.kubeflow.org not established after 60s"
+    sleep 0.3
+  done
+  local d="$STATE/pki/operator" wport mport hport
+  wait "$OPERATOR_PKI_PID" || die "making the training operator's certificates failed"
   wport=$(free_port); mport=$(free_port); hport=$(free_port)
   echo "$hport" >"$STATE/ports/operator-health"
   kctl create namespace kubeflow --dry-run=client -o yaml | kctl apply -f - >/dev/null
@@ -379,6 +398,7 @@ cmd_up() {
   # a component that fails to start: stop the ones already started, keep the logs
   trap '[ "$UP_OK" = 1 ] || { log "start-up failed: stopping what was started (logs stay in $STATE/logs)"; stop_all >/dev/null; }' EXIT
   make_pki
+  make_operator_pki & OPERATOR_PKI_PID=$!
   for c in "${COMPONENTS[@]}"; do
     "start_$c"
     if ! wait_for "$c" 120 "ready_$c"; then exit 3; fi

@@ -27,8 +27,7 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "cluster.sh"
 CACHE = Path(os.environ.get("K8SDDP_KUBE_CACHE") or Path.home() / ".cache" / "k8sddp-kube")
 REQUIRE = os.environ.get("K8SDDP_REQUIRE_KUBE") == "1"
-BINARIES = tuple(os.environ.get("K8SDDP_KUBE_BINARIES", "etcd kube-apiserver kube-controller-manager kubectl "
-                                "training-operator").split())
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "training-operator")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -139,12 +138,14 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
         _unavailable("Go is not installed (Go >= 1.26 builds the control plane from the module proxy)")
     state = Path(os.environ.get("K8SDDP_KUBE_STATE") or tmp_path_factory.mktemp("kube-state"))
     env = {**os.environ, "K8SDDP_KUBE_STATE": str(state)}
+    running = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True, env=env,
+                             timeout=60).returncode == 0
     t0 = time.monotonic()
     proc = subprocess.run(["bash", str(SCRIPT), "up"], capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
         _unavailable(f"`cluster.sh up` failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     exports = _parse_exports(proc.stdout)
-    started = "already running" not in proc.stderr
+    started = not running
     print(f"\nkube tier: cluster.sh up took {time.monotonic() - t0:.1f}s" + ("" if started else " (already running)"))
     try:
         yield Kube(kubeconfig=exports["KUBECONFIG"], bin=Path(exports["K8SDDP_KUBE_BIN"]),
