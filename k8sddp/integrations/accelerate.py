@@ -3,8 +3,9 @@
 Accelerate wraps the optimizer (``AcceleratedOptimizer``) but still calls the torch optimizer's
 ``step``, so torch's global optimizer hooks beat on every real step (a step skipped by its
 gradient scaler beats through ``GradScaler.update``); prepared DataLoaders are torch DataLoaders
-(a batch beat each). This adds phase ``checkpoint`` around ``save_state``/``save_model`` and
-phase ``eval`` around ``gather_for_metrics`` is left to :func:`k8sddp.guard.phase` in the script.
+(a batch beat each). This adds phase ``checkpoint`` around ``save_state``/``save_model``;
+Accelerate has no evaluation loop of its own, so a script marks its evaluation with
+``with k8sddp.guard.phase("eval"):``.
 """
 
 from __future__ import annotations

@@ -283,6 +283,8 @@ class PostImportHook(importlib.abc.MetaPathFinder):
         self.patches = dict(patches)
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        """The spec the other finders give for ``fullname``, its loader wrapped so the patch
+        runs after the module's code (once; ``None`` for every other module)."""
         patch = self.patches.pop(fullname, None)
         if patch is None:
             return None

@@ -156,6 +156,8 @@ def decide(
         rec = failures.get(rank)
         if rec is not None:
             ranks[rank] = {k: rec.get(k) for k in ("kind", "step", "phase", "since_beat_s")}
+            if child_code == 0 and rec.get("kind") == "exited":  # zero-code: a normal end
+                ranks[rank]["kind"] = "done"
             continue
         entry = last_trace.get(rank) or {}
         kind = "hang-hard" if rank in hard_stopped else ("done" if child_code == 0 else "vanished")

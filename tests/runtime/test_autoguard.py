@@ -164,7 +164,8 @@ def test_plain_script_stalling_on_one_rank_ends_142_with_its_stalled_line(tmp_pa
     fail = load_json(rd / "failure-rank1.json")
     assert fail["kind"] in ("hang", "terminated") and fail["step"] == 6
     assert any((rd / f"fr-rank{r}.pkl").exists() for r in (0, 1))
-    assert run.elapsed is not None and run.elapsed < 60
+    hang = [f for f in (load_json(p) for p in rd.glob("failure-rank*.json")) if f["kind"] == "hang"]
+    assert hang and all(f["since_beat_s"] < 2 + 1.5 for f in hang)  # detected at the 2 s budget
 
 
 @pytest.mark.slow
@@ -275,3 +276,17 @@ def test_hook_beats_never_lower_an_explicit_step_and_keep_a_long_phase() -> None
     _G.hb.beat(1000, "eval")
     beats.progress("data")  # a batch inside an evaluation keeps the eval phase and budget
     assert _G.hb.phase == "eval"
+
+
+def test_exited_records_are_done_on_success_final_alone_and_never_outrank_a_hang() -> None:
+    from k8sddp.runtime.outcome import decide
+
+    def verdict(code: int, failures: dict[int, dict[str, object]]) -> tuple[int, dict[int, dict[str, object]]]:
+        o = decide(child_code=code, started={0: {}, 1: {}}, failures=failures, last_trace={},
+                   hard_stopped=set(), signalled=None)
+        return o.code, o.ranks
+
+    code, ranks = verdict(0, {0: {"kind": "exited", "step": 3}, 1: {"kind": "exited", "step": 3}})
+    assert code == 0 and ranks[0]["kind"] == "done"
+    assert verdict(3, {0: {"kind": "exited"}, 1: {"kind": "exited"}})[0] == ec.TASK_ERROR  # sys.exit(3)
+    assert verdict(1, {0: {"kind": "exited"}, 1: {"kind": "hang", "step": 2, "phase": "step"}})[0] == ec.HANG
