@@ -109,15 +109,22 @@ def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None
 def check_misc(mod: Module, project: Project) -> list[Raw]:
     """KDP505/507/508/509 findings of one module."""
     out: list[Raw] = []
-    if not any(w in mod.source for w in ("init_process_group", "DataLoader", "DistributedSampler", "init_distributed",
-                                         "Strategy", "RANK", "get_rank")):
+    src = mod.source
+    misc = any(w in src for w in ("init_process_group", "DataLoader", "DistributedSampler"))
+    setup = any(m in src for m in ("cuda", "device", "init_distributed", "Strategy"))
+    if not misc and not setup:
         return out
-    out.extend(check_setup(mod))
-    gpu = any(m in mod.source for m in K.GPU_MARKERS)
-    parents = _parents(mod.tree)
+    # one walk for every rule of this module: the calls, f-strings and assignments it holds
+    nodes = [n for n in ast.walk(mod.tree) if isinstance(n, (ast.Call, ast.JoinedStr, ast.Assign))]
+    if setup:
+        out.extend(check_setup(mod, nodes))
+    if not misc:
+        return out
+    gpu = any(m in src for m in K.GPU_MARKERS)
+    parents = _parents(mod.tree) if any(w in src for w in ("DataLoader", "DistributedSampler")) else {}
     samplers: list[tuple[ast.Call, str | None]] = []
     loaders: dict[str, ast.Call] = {}
-    for node in ast.walk(mod.tree):
+    for node in nodes:
         if not isinstance(node, ast.Call):
             continue
         q = dotted(node.func, mod.aliases) or ""

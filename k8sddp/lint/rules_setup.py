@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 from . import knowledge as K
 from .events import Raw, at
@@ -72,18 +73,16 @@ def _fstring_index(node: ast.JoinedStr) -> ast.expr | None:
     return None
 
 
-def check_setup(mod: Module) -> list[Raw]:
-    """KDP511/513 findings of one module."""
+def check_setup(mod: Module, nodes: Sequence[ast.AST]) -> list[Raw]:
+    """KDP511/513 findings of one module; ``nodes`` are its calls, f-strings and assignments."""
     out: list[Raw] = []
     src = mod.source
-    if not any(m in src for m in ("cuda", "device", "init_distributed", "Strategy")):
-        return out
     names: set[str] = set()
     if "RANK" in src or "get_rank" in src or "PROCID" in src:
-        for node in ast.walk(mod.tree):
+        for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
                 names.add(ast.unparse(node.targets[0]))
-    for node in ast.walk(mod.tree):
+    for node in nodes:
         if isinstance(node, ast.JoinedStr):
             index = _fstring_index(node)
         elif isinstance(node, ast.Call):
