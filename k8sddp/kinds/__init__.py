@@ -8,6 +8,8 @@ the registry. An object's ``(API group, kind)`` finds
 - else a :class:`Wrapper` (:func:`lookup_wrapper`, by exact ``apiVersion``): the objects it holds
   are checked the same way (recursively), their findings placed at the wrapper's file and line
   with a JSON path through it;
+- a DDPJob spec (:mod:`.ddpjob`) is such a wrapper: its schema is checked (KDP012) and the
+  PyTorchJob it renders to is checked as an inner object;
 - else nothing: the object is skipped and counted by :func:`skip_label` (a kind name that a
   registered kind has in another group is counted with its group, ``PyTorchJob (training.kubedl.io)``).
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 # load validate first, whichever of the two is imported first.
 from .. import validate as _validate  # noqa: F401
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
+from .ddpjob import DDPJOB  # (a wrapper: k8sddp's DDPJob spec, checked and rendered)
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
 from .registry import (
     kinds,
@@ -43,6 +46,7 @@ from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
 
 __all__ = [
     "CheckContext",
+    "DDPJOB",
     "Inner",
     "Kind",
     "PYTORCHJOB",
