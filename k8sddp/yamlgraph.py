@@ -173,6 +173,12 @@ def _helm_hint(text: str) -> str:
     return ""
 
 
+def _alias_problem(data: Any) -> str:
+    from .validate.yamlio import alias_problem as check  # (validate's package imports the kinds)
+
+    return check(data)
+
+
 def compose(text: str, file: str) -> Composed:
     """Compose ``text`` (every document) and check that fix may edit it.
 
@@ -193,8 +199,12 @@ def compose(text: str, file: str) -> Composed:
         # An empty document (`---` with nothing, or `null`) loads as None: not a document here.
         docs = [n for n in composer.documents()
                 if not (isinstance(n, yaml.ScalarNode) and n.tag == "tag:yaml.org,2002:null")]
-        for _ in yaml.load_all(text, Loader=_FastLoader):  # constructs: `{{ x }}` composes, cannot load
-            pass
+        for data in yaml.load_all(text, Loader=_FastLoader):  # constructs: `{{ x }}` composes, cannot load
+            # An alias bomb constructs cheaply (aliases share objects) but every walk of it
+            # expands it: refuse it here, before any edit is planned (KDP003).
+            bomb = _alias_problem(data)
+            if bomb:
+                raise Unparseable(Finding("KDP003", Severity.ERROR, f"{bomb}; file left unchanged", file=file))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         text_of = "; ".join(p for p in (exc.context, exc.problem) if p) or str(exc)  # as validate says

@@ -388,6 +388,9 @@ def validate_paths(
         except InputTooLarge:
             texts["-"] = ""
             stdin_too_large = True
+        if not stdin_too_large and not texts["-"].strip():
+            # A pre-commit hook piping a failed `kubectl kustomize` must fail, not pass an empty check.
+            raise UsageError("-: no input on standard input (did the command before the pipe fail?)")
     cms = new_index()
     hints = _index_hints()
     for path in files:
