@@ -12,11 +12,11 @@ expands them, and ``$(VAR)`` is Kubernetes' own expansion there): those places a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..catalogue import RULES
-from .jobparts import MAPPING, get
+from .jobparts import get
 from .rawfinding import RawFinding, json_path
 
 __all__ = ["GO_ACTION", "SHELL_PLACEHOLDER", "go_action_line", "in_shell_position", "template_findings"]
@@ -25,8 +25,6 @@ __all__ = ["GO_ACTION", "SHELL_PLACEHOLDER", "go_action_line", "in_shell_positio
 GO_ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}")
 #: ``$VAR`` or ``${VAR}`` (with envsubst/shell ``${VAR:-default}`` forms); never ``$(VAR)``.
 SHELL_PLACEHOLDER = re.compile(r"\$(?:\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][^}]*)?\}|[A-Za-z_][A-Za-z0-9_]*)")
-#: Walk at most this deep into an object (a Kubernetes object is far shallower).
-_MAX_DEPTH = 64
 
 _HELM_HOW = "render it and check the output: `helm template RELEASE CHART | k8sddp validate -`"
 _SHELL_HOW = "substitute first and check the output: `envsubst < FILE | k8sddp validate -`"
@@ -65,22 +63,6 @@ def in_shell_position(path: tuple[Any, ...]) -> bool:
     return False
 
 
-def _strings(value: Any, path: tuple[Any, ...] = (), depth: int = 0) -> Iterator[tuple[tuple[Any, ...], str]]:
-    """``(path, text)`` of every string in ``value`` (mapping keys included, at their own path)."""
-    if depth > _MAX_DEPTH:
-        return
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, MAPPING):
-        for k, v in value.items():
-            if isinstance(k, str) and "{{" in k:
-                yield (*path, k), k
-            yield from _strings(v, (*path, k), depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _strings(v, (*path, i), depth + 1)
-
-
 def _wanted(finding: RawFinding) -> str:
     """What the schema wants where a placeholder stands, in words."""
     m = re.search(r'is not of type "(\w+)"', finding.message)
@@ -94,50 +76,38 @@ def _wanted(finding: RawFinding) -> str:
 def template_findings(obj: Mapping[str, Any], raw: list[RawFinding]) -> list[RawFinding]:
     """``raw`` (one object's findings) with template text reported as what it is.
 
-    - Go/Helm actions anywhere but ``command``/``args``/``env[].value``: one KDP010 at the first,
-      and the structure findings about values holding an action are dropped;
-    - structure findings about a value that holds a shell placeholder outside those places: one
-      KDP011 at the first, naming the placeholders and what the CRD wants there; those findings
-      are dropped.
+    A structure finding about a value (outside ``command``/``args``/``env[].value``) that holds
+    a Go/Helm action becomes part of one KDP010 finding, one that holds a shell placeholder part
+    of one KDP011 finding; each names the placeholders and what the CRD wants there, at the first
+    of them. A placeholder where the CRD takes any string (an annotation, an image) is left alone:
+    the template is the place to judge it, and the rendered output is checked by validating it.
 
     Args:
         obj: the object the findings are about.
         raw: its findings (paths from ``obj``'s root).
     """
-    actions: list[tuple[tuple[Any, ...], re.Match[str]]] = []
-    for p, s in _strings(obj):
-        m = GO_ACTION.search(s) if "{{" in s and not in_shell_position(p) else None
-        if m is not None:
-            actions.append((p, m))
     out: list[RawFinding] = []
-    shell: list[tuple[RawFinding, str]] = []
+    found: dict[str, dict[tuple[Any, ...], tuple[RawFinding, str]]] = {"KDP010": {}, "KDP011": {}}
     for f in raw:
         value = get(obj, *f.path)
         if not isinstance(value, str) or RULES[f.rule_id].layer != "structure" or in_shell_position(f.path):
             out.append(f)
-        elif actions and GO_ACTION.search(value):
-            continue  # said by the KDP010 finding
+        elif (m := GO_ACTION.search(value)) is not None:
+            found["KDP010"].setdefault(f.path, (f, m.group(0)))
         elif (m := SHELL_PLACEHOLDER.search(value)) is not None:
-            shell.append((f, m.group(0)))
+            found["KDP011"].setdefault(f.path, (f, m.group(0)))
         else:
             out.append(f)
     head: list[RawFinding] = []
-    if actions:
-        path, m = actions[0]
-        head.append(RawFinding("KDP010", path, helm_message(m.group(0), len(actions) - 1)))
-    if shell:
-        seen: dict[tuple[Any, ...], tuple[RawFinding, str]] = {}
-        for f, name in shell:
-            seen.setdefault(f.path, (f, name))
+    for rule_id, seen in found.items():
+        if not seen:
+            continue
         first, name = next(iter(seen.values()))
         others = [f"{n} at {json_path(f.path)} ({_wanted(f)})" for f, n in list(seen.values())[1:]]
         also = f"; also {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}" if others else ""
-        head.append(
-            RawFinding(
-                "KDP011",
-                first.path,
-                f"unsubstituted shell placeholder {name} where the CRD wants {_wanted(first)}{also}: this looks like an envsubst "
-                f"template; {_SHELL_HOW}",
-            )
-        )
+        if rule_id == "KDP010":
+            message = f"Go/Helm template action {_short(name)} where the CRD wants {_wanted(first)}{also}: this is an unrendered template; {_HELM_HOW}"
+        else:
+            message = f"unsubstituted shell placeholder {name} where the CRD wants {_wanted(first)}{also}: this looks like an envsubst template; {_SHELL_HOW}"
+        head.append(RawFinding(rule_id, first.path, message))
     return head + out
