@@ -21,7 +21,13 @@ To add a kind: write ``k8sddp/kinds/<kind>.py`` with a :class:`Kind` subclass th
 ``kind``, ``versions``, ``references`` and ``status``, implements ``check_structure`` (its CRD
 schema), ``pod_templates`` (a :class:`PodTemplateView` per pod template, with the training
 container resolved), ``effective_env`` and ``check_guardrails``; register an instance with
-:func:`register` at module level, and import the module below. A new wrapper layout: a
+:func:`register` at module level, and import the module below. ``check_guardrails`` should hand
+each training container's effective env to
+:func:`k8sddp.validate.envchecks.check_env_settings` (blocking wait, operator-set names,
+unread names, literal credentials: KDP213, KDP215-KDP217; the names the kind's controller sets
+go in ``operator_env``), and call :func:`~k8sddp.validate.envchecks.check_template_restart_policy`
+where the controller overwrites the pod template's ``restartPolicy`` (KDP214); unrendered
+template text is reported by the engine for every kind (:mod:`k8sddp.validate.templates`). A new wrapper layout: a
 :class:`Wrapper` subclass in :mod:`.wrappers`, registered with :func:`register_wrapper`.
 """
 
