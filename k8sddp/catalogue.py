@@ -47,6 +47,12 @@ CRD = "Kubeflow PyTorchJob CRD kubeflow.org_pytorchjobs.yaml (kubeflow/trainer v
 RUNTIME_DOC = "k8sddp docs/runtime.md (measured with torch 2.13.0 CPU, gloo, 2 ranks under torchrun)"
 GLOO_PAIR = "gloo third_party/gloo/gloo/transport/tcp/pair.cc (size check: 'Received data size doesn't match expected size')"
 OPERATOR_WEBHOOK = "Kubeflow training-operator pkg/webhooks/pytorch/pytorchjob_webhook.go (v1.9.4)"
+OPERATOR_ENV = "Kubeflow trainer v1.9 pkg/controller.v1/pytorch/envvar.go, master.go, elastic.go (the env the operator adds to the pytorch container)"
+BLOCKING_WAIT = (
+    "torch 2.13 torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:60-62 (TORCH_NCCL_BLOCKING_WAIT = {TORCH_NCCL_BLOCKING_WAIT, NCCL_BLOCKING_WAIT}); "
+    "c10d/Utils.hpp:151-189 getCvarBool (y/yes/1/t/true, n/no/0/f/false, any case; the first name wins); "
+    "ProcessGroupNCCL.cpp constructor: `if (!blockingWait_) { watchdog_->start(); }`"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +97,15 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP005", "exemption", _E, "input", "Exemptions name known rules and give a reason.",
          "An exemption without a reason, or for a rule that does not exist, is a silent hole.",
          KDP_CONTRACT + " (exemptions)"),
+    Rule("KDP010", "go-template", _E, "input", "The input is a manifest, not an unrendered Go/Helm template.",
+         "A `{{ ... }}` action is not YAML: the file does not parse, or parses into strings where the CRD wants numbers, names or objects; what the cluster gets is what `helm template` renders.",
+         "Go text/template actions; Helm `helm template` renders a chart without a cluster"),
+    Rule("KDP011", "shell-placeholder", _E, "input", "No unsubstituted shell placeholder ($VAR, ${VAR}) where the CRD wants a number, a name or an object.",
+         "An envsubst template applied as it is fails at the API server; validate checks what will be applied, so substitute first (`envsubst < job.yaml | k8sddp validate -`).",
+         "GNU gettext envsubst; Kubernetes expands only $(VAR) in command, args and env values (API reference, EnvVar.value)"),
+    Rule("KDP012", "ddpjob-spec", _E, "input", "A DDPJob spec (k8sddp.dev/v1alpha1) matches schemas/ddpjob.schema.json and renders.",
+         "`k8sddp render` and `submit` refuse a spec that does not; validate reports the same problems, located, before a pipeline reaches them.",
+         "schemas/ddpjob.schema.json; k8sddp.render (build_model)"),
     # -- structure -------------------------------------------------------------------------
     Rule("KDP101", "crd-schema", _E, "structure", "The PyTorchJob matches the CRD's openAPIV3Schema.",
          "The API server rejects it, or prunes unknown fields silently so a setting is lost.",
@@ -130,6 +145,27 @@ _RULES: tuple[Rule, ...] = (
          "The pytorch container's effective PYTHONFAULTHANDLER is non-empty.",
          "Without it a crash in C code (SIGSEGV, SIGABRT from NCCL) leaves no Python stack to diagnose.",
          "Python docs: faulthandler and PYTHONFAULTHANDLER (fatal signals only)"),
+    Rule("KDP213", "nccl-blocking-wait", _E, "baseline",
+         "TORCH_NCCL_BLOCKING_WAIT (or the legacy NCCL_BLOCKING_WAIT) is not true in the pytorch container.",
+         "With blocking wait ProcessGroupNCCL starts no watchdog thread: no async error handling (TORCH_NCCL_ASYNC_ERROR_HANDLING is void), "
+         "no flight-recorder dump on timeout; a timed-out wait() raises in the caller, and a rank stuck outside wait() hangs.",
+         BLOCKING_WAIT),
+    Rule("KDP214", "pod-restart-policy", _W, "baseline",
+         "restartPolicy is set on the replica spec, not in the pod template.",
+         "The operator overwrites the pod template's restartPolicy with the replica's (ExitCode becomes Never): the value written there never takes effect.",
+         "Kubeflow trainer v1.9 pkg/controller.v1/common/pod.go (setRestartPolicy)"),
+    Rule("KDP215", "operator-set-env", _W, "baseline",
+         "The pytorch container does not set variables the operator sets itself (MASTER_ADDR, WORLD_SIZE, RANK, PET_*).",
+         "The pod gets two entries of the name and the operator's, appended later, wins: the user's value is silently ignored.",
+         OPERATOR_ENV),
+    Rule("KDP216", "unread-env", _W, "baseline",
+         "Environment variable names are ones something reads: no folklore (NCCL_TIMEOUT) and no near-miss of a guard name.",
+         "A variable nothing reads changes nothing; a misspelt guard (PYTHONFAULTHANDLR) is a missing guard that looks present.",
+         "NCCL environment variables (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html); torch ProcessGroupNCCL.hpp; " + KDP_CONTRACT),
+    Rule("KDP217", "literal-secret", _W, "baseline",
+         "Variables named like credentials (a TOKEN, SECRET or PASSWORD segment; *API_KEY, *ACCESS_KEY, *PRIVATE_KEY) take their value from a Secret.",
+         "A literal value sits in Git, in `kubectl get -o yaml` and in every log that prints the manifest.",
+         "Kubernetes docs: Secrets, 'Using Secrets as environment variables' (env[].valueFrom.secretKeyRef)"),
     # -- strict ----------------------------------------------------------------------------
     Rule("KDP301", "process-group-timeout", _E, "strict",
          "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds, at most 7 days (604800).",
@@ -144,11 +180,11 @@ _RULES: tuple[Rule, ...] = (
          "Under restartPolicy ExitCode the operator recreates pods without counting them against backoffLimit: a deterministic hang loops forever without this cap.",
          KDP_CONTRACT + "; " + KUBEFLOW_RESTART),
     Rule("KDP304", "flight-recorder-dump", _E, "strict",
-         "TORCH_FR_DUMP_TEMP_FILE points into a persistent volume mounted in the pytorch container.",
+         "TORCH_FR_DUMP_TEMP_FILE (or the legacy TORCH_NCCL_DEBUG_INFO_TEMP_FILE) points into a writable persistent volume mounted in the pytorch container.",
          "The default dump path is under the home cache directory, which dies with the pod.",
          FLIGHT_RECORDER),
     Rule("KDP305", "artifact-dir", _E, "strict",
-         "K8SDDP_ARTIFACT_DIR points into a persistent volume mounted in the pytorch container.",
+         "K8SDDP_ARTIFACT_DIR points into a writable persistent volume mounted in the pytorch container.",
          "Heartbeat traces, failure records and run records must survive the pod being recreated.",
          KDP_CONTRACT),
     Rule("KDP306", "safety-net-off", _E, "strict",

@@ -10,7 +10,9 @@ Exit codes: ``../shared/CONTRACT.md`` (0 ok, 1 findings, 2 usage, 3 cluster, 4 j
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -78,17 +80,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    if sys.stdin is None:
+        # A closed standard input (`<&-`) reads as an empty one: `validate -` says "no input".
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115  (lives as long as the process)
+    if sys.stdout is None:
+        _say(f"k8sddp {args.command}: cannot write output: standard output is closed")
+        code = 2
+    else:
+        code = _run(args)
+    if argv is None:
+        sys.exit(code)
+    return code
+
+
+def _say(message: str) -> None:
+    """One line on standard error, if there is one."""
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError):
+            print(message, file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so the interpreter's final flush of what could not be
+    written (a closed pipe, a full disk) neither fails nor prints 'Exception ignored'."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the handler; map errors to exit codes (``../shared/CONTRACT.md``): a closed pipe ends
+    quietly with 0 (what `| head` asked for), output that cannot be written is 2, one line."""
     try:
         code = int(args.handler(args))
+        sys.stdout.flush()  # inside the try: a full disk shows up here, not at exit
     except K8sddpError as exc:
-        print(f"k8sddp {args.command}: {exc}", file=sys.stderr)
+        _say(f"k8sddp {args.command}: {exc}")
         code = exc.exit_code
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:
+        _silence_stdout()
         code = 0
-    if argv is None:
-        sys.exit(code)
+    except OSError as exc:
+        # Writing standard output failed (ENOSPC on >/dev/full, EIO, EBADF): files the commands
+        # write themselves are reported by the commands, with their names.
+        _silence_stdout()
+        where = f"{exc.filename}: " if exc.filename else "standard output: "
+        _say(f"k8sddp {args.command}: cannot write output: {where}{exc.strerror or exc}")
+        code = 2
     return code
 
 

@@ -261,7 +261,12 @@ def _fix_container(
         # persistent artifact dir and flight-recorder dumps
         volumes = _get(pod, "volumes")
         vol_list = volumes.value if isinstance(volumes, yaml.SequenceNode) else []
-        pvcs = {_str(_get(v, "name")) for v in vol_list if _get(v, "persistentVolumeClaim") is not None}
+        # A claim mounted readOnly (persistentVolumeClaim.readOnly) cannot hold the artifacts either.
+        pvcs = {
+            _str(_get(v, "name")) for v in vol_list
+            if _get(v, "persistentVolumeClaim") is not None
+            and _str(_get(_get(v, "persistentVolumeClaim"), "readOnly")) not in ("true", "True")
+        }
         mounts = _get(container, "volumeMounts")
         mount_list = mounts.value if isinstance(mounts, yaml.SequenceNode) else []
         pvc_mount = next(

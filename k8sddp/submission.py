@@ -53,7 +53,10 @@ def _is_spec(doc: Any) -> bool:
 
 def _read(path: str) -> str:
     if path == "-":
-        return sys.stdin.read()
+        text = sys.stdin.read()
+        if not text.strip():
+            raise UsageError("-: no input on standard input (did the command before the pipe fail?)")
+        return text
     try:
         return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -173,6 +173,23 @@ def _helm_hint(text: str) -> str:
     return ""
 
 
+def _go_action(text: str) -> tuple[int, int, str] | None:
+    """``(line, column, KDP010 message)`` of the first Go/Helm action, as validate reports it."""
+    from .validate.templates import GO_ACTION, go_action_line, helm_message
+
+    found = go_action_line(text)
+    if found is None:
+        return None
+    more = sum(len(GO_ACTION.findall(t)) for t in text.splitlines() if not t.lstrip().startswith("#")) - 1
+    return found[0], found[1], helm_message(found[2], more)
+
+
+def _alias_problem(data: Any) -> str:
+    from .validate.yamlio import alias_problem as check  # (validate's package imports the kinds)
+
+    return check(data)
+
+
 def compose(text: str, file: str) -> Composed:
     """Compose ``text`` (every document) and check that fix may edit it.
 
@@ -193,9 +210,17 @@ def compose(text: str, file: str) -> Composed:
         # An empty document (`---` with nothing, or `null`) loads as None: not a document here.
         docs = [n for n in composer.documents()
                 if not (isinstance(n, yaml.ScalarNode) and n.tag == "tag:yaml.org,2002:null")]
-        for _ in yaml.load_all(text, Loader=_FastLoader):  # constructs: `{{ x }}` composes, cannot load
-            pass
+        for data in yaml.load_all(text, Loader=_FastLoader):  # constructs: `{{ x }}` composes, cannot load
+            # An alias bomb constructs cheaply (aliases share objects) but every walk of it
+            # expands it: refuse it here, before any edit is planned (KDP003).
+            bomb = _alias_problem(data)
+            if "alias bomb" in bomb:  # (a cycle is refused later, where a plan would walk it)
+                raise Unparseable(Finding("KDP003", Severity.ERROR, f"{bomb}; file left unchanged", file=file))
     except yaml.MarkedYAMLError as exc:
+        action = _go_action(text)
+        if action is not None:  # an unrendered Helm template: said as validate says it (KDP010)
+            raise Unparseable(Finding("KDP010", Severity.ERROR, f"{action[2]}; file left unchanged", file=file,
+                                      line=action[0], column=action[1])) from exc
         mark = exc.problem_mark or exc.context_mark
         text_of = "; ".join(p for p in (exc.context, exc.problem) if p) or str(exc)  # as validate says
         raise Unparseable(Finding(

@@ -320,7 +320,7 @@ def test_strict_without_pvc_or_with_env_from_leaves_notes() -> None:
     [
         ("apiVersion: v1\nkind: PyTorchJob\nspec: [unclosed\n", "KDP001", 4),
         ("kind: PyTorchJob\nkind: Pod\n", "KDP002", 2),
-        ("a: {{ .Values.x }}\n", "KDP001", 1),
+        ("a: {{ .Values.x }}\n", "KDP010", 1),
     ],
 )
 def test_unparseable_is_a_finding(text: str, rule: str, line: int) -> None:

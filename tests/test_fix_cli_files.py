@@ -211,7 +211,7 @@ def test_env_not_a_list_is_unresolved_and_exits_1(tmp_path: Path, capsys: pytest
 
 
 def test_parse_errors_match_validate_and_hint_at_helm() -> None:
-    """Review item 13: same location and parser text as validate; Helm syntax gets a hint."""
+    """Review item 13: same rule, location and text as validate; a Helm template is KDP010 (render it first)."""
     from k8sddp.validate import validate_text
 
     for text, helm in [("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n"

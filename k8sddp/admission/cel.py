@@ -25,6 +25,10 @@ Semantics, per ``pytorch`` container of every replica (Kubernetes env rules as i
 - KDP201: the effective ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` or, where that name is absent,
   ``NCCL_ASYNC_ERROR_HANDLING`` is one of ``guardvars.ASYNC_ERROR_HANDLING_ACCEPTED``;
 - KDP202: ``PYTHONFAULTHANDLER`` is non-empty;
+- KDP213: the effective ``TORCH_NCCL_BLOCKING_WAIT`` or, where that name is absent,
+  ``NCCL_BLOCKING_WAIT`` is not a literal true as torch reads it (y/yes/1/t/true in any case);
+  one the policy cannot read (``valueFrom``, ``envFrom``) is not held against the job, as in
+  ``validate``;
 - KDP005: a ``k8sddp.dev/exempt`` annotation names only guardrail rules (the layers
   ``validate`` lets an object exempt) and comes with a non-blank ``k8sddp.dev/exempt-reason``;
   a valid exemption lifts the rules it names. "Blank" and the spaces around rule ids are
@@ -140,6 +144,27 @@ def _kdp202_status() -> str:
     )
 
 
+#: torch's true values (c10d getCvarBool; it lower-cases first).
+_TORCH_TRUE = "(?i)^(y|yes|1|t|true)$"
+
+
+def _kdp213_status() -> str:
+    def true(var: str) -> str:
+        return f"(has({var}.value) && {var}.value.matches({cel_string(_TORCH_TRUE)}) ? 'bad' : 'ok')"
+
+    from ..validate.envchecks import BLOCKING_WAIT_NAMES
+
+    return (
+        f"[{_entries(BLOCKING_WAIT_NAMES[0])}].map(t,\n"
+        f"    [{_entries(BLOCKING_WAIT_NAMES[1])}].map(l,\n"
+        f"      size(t) > 0 ? {true(_last('t'))} :\n"
+        f"      size(l) > 0 ? {true(_last('l'))} :\n"
+        "      'ok'\n"
+        "    )[0]\n"
+        "  )[0]"
+    )
+
+
 _GUARD_NAMES = "[" + ", ".join(
     cel_string(n) for n in (gv.ASYNC_ERROR_HANDLING, gv.LEGACY_ASYNC_ERROR_HANDLING, gv.FAULTHANDLER)
 ) + "]"
@@ -193,6 +218,7 @@ VARIABLES: tuple[tuple[str, str], ...] = (
     # Per replica, per pytorch container: 'ok', 'bad', 'missing' or 'unverifiable'.
     ("kdp201", f"variables.pytorchContainers.map(cs, cs.map(c,\n  {_kdp201_status()}\n))"),
     ("kdp202", f"variables.pytorchContainers.map(cs, cs.map(c,\n  {_kdp202_status()}\n))"),
+    ("kdp213", f"variables.pytorchContainers.map(cs, cs.map(c,\n  {_kdp213_status()}\n))"),
     # Guard variables set more than once in env, per pytorch container (KDP106).
     (
         "duplicateGuards",
@@ -293,6 +319,7 @@ VALIDATIONS: tuple[CelValidation, ...] = (
     _duplicate_validation(),
     _guard_validation("KDP201", "kdp201"),
     _guard_validation("KDP202", "kdp202"),
+    _guard_validation("KDP213", "kdp213"),
 )
 
 #: ``matchConditions``: which requests are evaluated at all (all must be true).

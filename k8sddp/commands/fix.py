@@ -150,6 +150,49 @@ def unified_diff(old: str, new: str, fromfile: str, tofile: str) -> str:
     return "".join(out)
 
 
+#: What a credential's literal value is replaced with in a diff.
+HIDDEN = "<hidden: KDP217>"
+
+
+def _credential_values(text: str) -> list[str]:
+    """Literal values of env entries named like credentials (:func:`k8sddp.validate.envchecks.is_credential_name`)
+    anywhere in ``text``'s documents, longest first; ``[]`` when it does not parse."""
+    import yaml
+
+    from ..validate.envchecks import is_credential_name
+    from ..yamlgraph import load_all
+
+    try:
+        docs = load_all(text)
+    except (yaml.YAMLError, RecursionError):
+        return []
+    found: set[str] = set()
+    stack: list[tuple[Any, int]] = [(d, 0) for d in docs]
+    seen: set[int] = set()
+    while stack:  # iterative, each shared (aliased) object once: bounded by the distinct objects
+        node, depth = stack.pop()
+        if id(node) in seen or depth > 64:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            name, value = node.get("name"), node.get("value")
+            if isinstance(name, str) and is_credential_name(name) and value not in (None, ""):
+                found.add(str(value))
+            stack += [(v, depth + 1) for v in node.values()]
+        elif isinstance(node, list):
+            stack += [(v, depth + 1) for v in node]
+    return sorted(found, key=len, reverse=True)
+
+
+def hide_credentials(diff: str, original: str) -> tuple[str, int]:
+    """``diff`` with every literal value of a credential-named env variable of ``original``
+    replaced by :data:`HIDDEN` (fix never prints a credential), and how many values were hidden."""
+    values = [v for v in _credential_values(original) if v in diff]
+    for v in values:
+        diff = diff.replace(v, HIDDEN)
+    return diff, len(values)
+
+
 def _print_notes(result: FixResult, out: TextIO, check: bool) -> None:
     for n in result.notes:
         mark = ("would fix" if check else "fixed") if n.changed else "left"
@@ -209,7 +252,11 @@ def run(args: argparse.Namespace) -> int:
         changed += 1
         if args.check:
             rel = path.as_posix().lstrip("/")
-            sys.stdout.write(unified_diff(result.original, result.fixed, f"a/{rel}", f"b/{rel}"))
+            diff, hidden = hide_credentials(unified_diff(result.original, result.fixed, f"a/{rel}", f"b/{rel}"), result.original)
+            sys.stdout.write(diff)
+            if hidden:
+                print(f"{result.file}: the diff hides {hidden} literal value(s) of credential-named variables (KDP217), so it "
+                      "will not apply with git apply; run `k8sddp fix` to change the file", file=notes_out)
     verb = "would change" if args.check else "changed"
     summary = (f"fix: {len(files)} file(s), {jobs} PyTorchJob(s); {changed} file(s) {verb}; "
                f"{broken} not parsed (left unchanged)")

@@ -17,7 +17,7 @@ def register(sub: Any) -> None:
         "validate",
         help="check PyTorchJob manifests against the guardrails",
         description="Check manifests (files, folders, or - for stdin) for structure and guardrail violations. "
-        "Exit codes: 0 clean, 1 findings, 2 usage error or unreadable input.",
+        "Exit codes: 0 clean, 1 findings, 2 usage error, unreadable or empty input, or output that cannot be written.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="manifest files, folders (recursive), or - for stdin")
     p.add_argument("--profile", choices=("baseline", "strict"), default=None, help="guardrail profile (default: baseline, or the config's)")

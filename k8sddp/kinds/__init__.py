@@ -8,6 +8,8 @@ the registry. An object's ``(API group, kind)`` finds
 - else a :class:`Wrapper` (:func:`lookup_wrapper`, by exact ``apiVersion``): the objects it holds
   are checked the same way (recursively), their findings placed at the wrapper's file and line
   with a JSON path through it;
+- a DDPJob spec (:mod:`.ddpjob`) is such a wrapper: its schema is checked (KDP012) and the
+  PyTorchJob it renders to is checked as an inner object;
 - else nothing: the object is skipped and counted by :func:`skip_label` (a kind name that a
   registered kind has in another group is counted with its group, ``PyTorchJob (training.kubedl.io)``).
 
@@ -19,7 +21,13 @@ To add a kind: write ``k8sddp/kinds/<kind>.py`` with a :class:`Kind` subclass th
 ``kind``, ``versions``, ``references`` and ``status``, implements ``check_structure`` (its CRD
 schema), ``pod_templates`` (a :class:`PodTemplateView` per pod template, with the training
 container resolved), ``effective_env`` and ``check_guardrails``; register an instance with
-:func:`register` at module level, and import the module below. A new wrapper layout: a
+:func:`register` at module level, and import the module below. ``check_guardrails`` should hand
+each training container's effective env to
+:func:`k8sddp.validate.envchecks.check_env_settings` (blocking wait, operator-set names,
+unread names, literal credentials: KDP213, KDP215-KDP217; the names the kind's controller sets
+go in ``operator_env``), and call :func:`~k8sddp.validate.envchecks.check_template_restart_policy`
+where the controller overwrites the pod template's ``restartPolicy`` (KDP214); unrendered
+template text is reported by the engine for every kind (:mod:`k8sddp.validate.templates`). A new wrapper layout: a
 :class:`Wrapper` subclass in :mod:`.wrappers`, registered with :func:`register_wrapper`.
 """
 
@@ -29,6 +37,7 @@ from __future__ import annotations
 # load validate first, whichever of the two is imported first.
 from .. import validate as _validate  # noqa: F401
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
+from .ddpjob import DDPJOB  # (a wrapper: k8sddp's DDPJob spec, checked and rendered)
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
 from .registry import (
     kinds,
@@ -43,6 +52,7 @@ from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
 
 __all__ = [
     "CheckContext",
+    "DDPJOB",
     "Inner",
     "Kind",
     "PYTORCHJOB",

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ..validate import checks
+from ..validate.envchecks import check_env_settings, check_template_restart_policy
 from ..validate.envresolve import EnvValue, effective_env
-from ..validate.jobparts import MAPPING, pytorch_container, replicas
+from ..validate.jobparts import MAPPING, get, pytorch_container, replicas
 from ..validate.rawfinding import RawFinding
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
 from .registry import register
@@ -79,9 +80,35 @@ class PyTorchJobKind(Kind):
             return {}
         return effective_env(view.container, ctx.namespace, ctx.objects)
 
+    def operator_env(self, obj: Mapping[str, Any]) -> dict[str, str]:
+        """The variables the v1 operator adds to the pytorch container of ``obj``, each with when
+        it does (kubeflow trainer v1.9.4 pkg/controller.v1/pytorch/envvar.go ``setPodEnv``,
+        master.go, elastic.go; ``nprocPerNode`` defaults to ``auto``, pytorch_defaults.go, so
+        PET_NPROC_PER_NODE is always set). A ``*`` key is a prefix."""
+        out = {"PET_NNODES": "the operator always sets it", "PET_NPROC_PER_NODE": "the operator always sets it (from spec.nprocPerNode)"}
+        if isinstance(get(obj, "spec", "pytorchReplicaSpecs", "Master"), MAPPING):
+            why = "the operator sets it when the job has a Master"
+            for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NODE_RANK"):
+                out[name] = why
+        if isinstance(get(obj, "spec", "elasticPolicy"), MAPPING):
+            why = "the operator sets it for an elastic job (spec.elasticPolicy)"
+            out.update({"PET_RDZV_*": why, "PET_MAX_RESTARTS": why, "PET_STANDALONE": why})
+        return out
+
     def check_guardrails(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
-        """KDP2xx (and KDP3xx under strict): :func:`k8sddp.validate.checks.check_guardrails`."""
-        return checks.check_guardrails(obj, ctx.profile, ctx.objects, ctx.namespace)
+        """KDP2xx (and KDP3xx under strict): :func:`k8sddp.validate.checks.check_guardrails`, then
+        the settings that void or override them (:mod:`k8sddp.validate.envchecks`)."""
+        findings = checks.check_guardrails(obj, ctx.profile, ctx.objects, ctx.namespace)
+        operator_env = self.operator_env(obj)
+        for view in self.pod_templates(obj, ctx):
+            findings += check_template_restart_policy(
+                view.template, view.path, f"replica {view.group}", f"spec.pytorchReplicaSpecs.{view.group}.restartPolicy"
+            )
+            if view.container is None or view.container_path is None:
+                continue
+            env = self.effective_env(obj, view, ctx)
+            findings += check_env_settings(env, view.container, view.container_path, f"replica {view.group}, container pytorch", operator_env=operator_env)
+        return findings
 
 
 #: The registered instance.

@@ -168,8 +168,9 @@ class KatibExperiment(Wrapper):
 
 def placeholder_type_finding(finding: RawFinding, value: str) -> RawFinding:
     """The finding for a template placeholder where the schema wants a non-string (an integer, an
-    object): the structure finding, said to be about a placeholder. (The hook for the templates
-    rule: replace this function's result to report it under that rule.)"""
+    object): the structure finding, said to be about a placeholder. (Katib substitutes into the
+    JSON text, so a quoted placeholder stays a string and the API server refuses it: a real error,
+    unlike an envsubst template, KDP011, which is substituted before anything parses it.)"""
     return RawFinding(finding.rule_id, finding.path, f"{finding.message} ({value!r} is a template placeholder where the CRD wants another type than a string: k8sddp checks the template, not the substituted object)")
 
 

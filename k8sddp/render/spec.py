@@ -27,7 +27,10 @@ def _read(source: str) -> tuple[str, str]:
     if source == "-":
         import sys
 
-        return sys.stdin.read(), "<stdin>"
+        text = sys.stdin.read()
+        if not text.strip():
+            raise UsageError("-: no input on standard input (did the command before the pipe fail?)")
+        return text, "<stdin>"
     try:
         with open(source, encoding="utf-8") as fh:
             return fh.read(), source

@@ -61,7 +61,16 @@ def _short(text: str, limit: int = 160) -> str:
 # -- structure ------------------------------------------------------------------------------------
 
 
-def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
+def _container_names(instance: Any) -> str:
+    """For KDP104: the names of the containers in ``instance`` (a containers list, or an object holding one)."""
+    containers = instance.get("containers") if isinstance(instance, _MAPPING) else instance
+    if not isinstance(containers, list):
+        return "no containers list"
+    names = [repr(c.get("name")) for c in containers if isinstance(c, _MAPPING) and c.get("name") is not None]
+    return f"found {', '.join(names)}" if names else "found no named container"
+
+
+def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str, instance: Any = None) -> str:
     if rule_id == "KDP101":
         hint = ""
         if "Additional properties" in raw:
@@ -74,7 +83,7 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
     if rule_id == "KDP103":
         return f"job name must be a DNS-1035 label (lower-case letters, digits, '-', starting with a letter): {_short(raw)}"
     if rule_id == "KDP104":
-        if path and (path[-1] == "image" or '"image"' in raw):
+        if path and (path[-1] == "image" or '"image" is a required property' in raw):
             # The webhook wants an image in every container, sidecars included.
             return (
                 f"container {json_path(path)} has no image; every container needs a non-empty image (the operator's webhook "
@@ -82,7 +91,10 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str) -> str:
                 "replaces a PyTorchJob's whole containers list (dropping image, command and env); add `k8sddp kustomize openapi` output to the "
                 "kustomization's openapi: field so containers and env merge by name"
             )
-        return "every replica needs a container named \"pytorch\" with a non-empty image (the operator's webhook rejects the job)"
+        return (
+            f"no container named \"pytorch\" ({_container_names(instance)}): the operator injects its env into, and reads the exit "
+            "code of, the container named pytorch only, and its webhook rejects a replica without one; rename the training container to pytorch"
+        )
     if rule_id == "KDP105":
         return (
             "replica specs the operator's webhook rejects (only Master and Worker; Master replicas exactly 1; "
@@ -136,7 +148,7 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
             if (rule_id, path) in seen:
                 continue
             seen.add((rule_id, path))
-            findings.append(RawFinding(rule_id, path, _structure_message(rule_id, path, err.message)))
+            findings.append(RawFinding(rule_id, path, _structure_message(rule_id, path, err.message, err.instance)))
     findings += _check_service_names(job)
     findings += _check_list_maps(job)
     return findings
@@ -288,6 +300,16 @@ def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]])
     return view
 
 
+def _with_legacy_names(env: dict[str, EnvValue]) -> dict[str, EnvValue]:
+    """``env`` with the legacy flight-recorder name standing in for the current one when only it
+    is set: torch reads ``getCvarString({TORCH_FR_DUMP_TEMP_FILE, TORCH_NCCL_DEBUG_INFO_TEMP_FILE})``,
+    the first name set winning (torch 2.13 FlightRecorder / ProcessGroupNCCL.hpp)."""
+    legacy = env.get(gv.LEGACY_FR_DUMP_TEMP_FILE)
+    if gv.FR_DUMP_TEMP_FILE not in env and legacy is not None:
+        env[gv.FR_DUMP_TEMP_FILE] = EnvValue(legacy.value, f"the legacy name {gv.LEGACY_FR_DUMP_TEMP_FILE}", legacy.unresolved)
+    return env
+
+
 def _describe(name: str, value: EnvValue | None) -> str:
     if value is None:
         return f"{name} is not set"
@@ -357,7 +379,7 @@ def check_guardrails(
         found = _pytorch_container(replica)
         if found is not None:
             container_index[rtype] = found[0]
-            envs[rtype] = effective_env(found[1], namespace, cms)
+            envs[rtype] = _with_legacy_names(effective_env(found[1], namespace, cms))
     view = _resolved_view(job, envs)
     name = f"pytorchjob.{profile}.json"
     validator = _validator(name)

@@ -25,6 +25,7 @@ from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
 from .objindex import ObjectIndex
 from .rawfinding import RawFinding, json_path
+from .templates import GO_ACTION, go_action_line, helm_message, template_findings
 from .yamlio import MAX_INPUT_BYTES, Document, Locator, alias_problem, decode, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -112,6 +113,13 @@ def check_text(
     # YAML documents carry their nodes; JSON (and a file whose reading stopped early) composes later.
     nodes = [d.node for d in docs]
     locator = Locator(text, nodes if nodes and all(n is not None for n in nodes) else None)
+    action = go_action_line(text) if any(p.rule_id == "KDP001" for p in problems) else None
+    if action is not None:
+        # An unrendered Helm template: one finding that says so, not the parser's complaint.
+        line, col, what = action
+        more = sum(len(GO_ACTION.findall(t)) for t in text.splitlines() if not t.lstrip().startswith("#")) - 1
+        report.findings.append(Finding("KDP010", RULES["KDP010"].severity, helm_message(what, more), file, line, col))
+        problems = [p for p in problems if p.rule_id != "KDP001"]
     for p in problems:
         # Alias bombs are found after parsing, without a mark: point at their document's start.
         line, col = (p.line, p.column) if p.line else locator.locate(p.index, ())
@@ -200,6 +208,7 @@ class _Checker:
             raw = kind.check(obj, ctx)
             if inner is not None:
                 raw = kinds.placeholder_filter(inner, raw)
+            raw = template_findings(obj, raw)
             self._emit(index, prefix, problems + raw, ref, granted)
             return
         assert wrapper is not None
@@ -379,6 +388,9 @@ def validate_paths(
         except InputTooLarge:
             texts["-"] = ""
             stdin_too_large = True
+        if not stdin_too_large and not texts["-"].strip():
+            # A pre-commit hook piping a failed `kubectl kustomize` must fail, not pass an empty check.
+            raise UsageError("-: no input on standard input (did the command before the pipe fail?)")
     cms = new_index()
     hints = _index_hints()
     for path in files:

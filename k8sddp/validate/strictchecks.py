@@ -32,6 +32,19 @@ def _pod_volume(pod: Mapping[str, Any], name: Any) -> Mapping[str, Any] | None:
     return None
 
 
+def _writable_persistent(vol: Mapping[str, Any], mount: Mapping[str, Any]) -> bool:
+    """A persistent volume the container can write through ``mount``: not a ``readOnly`` mount, not
+    a ``persistentVolumeClaim.readOnly`` claim nor an ``nfs.readOnly`` export (Kubernetes API:
+    VolumeMount.readOnly, PersistentVolumeClaimVolumeSource.readOnly, NFSVolumeSource.readOnly)."""
+    if mount.get("readOnly") is True:
+        return False
+    for kind in PERSISTENT_VOLUME_KINDS:
+        source = vol.get(kind)
+        if source is not None:
+            return not (isinstance(source, _MAPPING) and source.get("readOnly") is True)
+    return False
+
+
 def check_volumes(
     job: Mapping[str, Any],
     envs: dict[str, dict[str, EnvValue]],
@@ -58,7 +71,7 @@ def check_volumes(
                 mount_path = posixpath.normpath(str(m.get("mountPath", ""))) if m.get("mountPath") else ""
                 if mount_path and (target == mount_path or target.startswith(mount_path.rstrip("/") + "/")):
                     vol = _pod_volume(pod, m.get("name"))
-                    persistent = bool(vol) and any(k in vol for k in PERSISTENT_VOLUME_KINDS)  # type: ignore[operator]
+                    persistent = vol is not None and _writable_persistent(vol, m)
                     if persistent:
                         break
             if not persistent:
@@ -67,7 +80,8 @@ def check_volumes(
                         rule_id,
                         (*base, "env"),
                         f"replica {rtype}, container pytorch: {var}={value.value!r} is not on a persistent volume "
-                        f"(no volumeMount of a persistentVolumeClaim or nfs volume contains it); it would die with the pod",
+                        f"(no writable volumeMount of a persistentVolumeClaim or nfs volume contains it: a readOnly mount or claim does not count); "
+                        "it would die with the pod, or cannot be written",
                     )
                 )
         if ("KDP307", rtype) not in seen:

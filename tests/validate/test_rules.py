@@ -6,7 +6,8 @@ Each fixture starts with comment lines::
     # profile: baseline|strict
     # expect: KDP201@44        (rule id, optionally @LINE: the 1-based line it must be reported at)
 
-The failing (not exempted) findings of a fixture, warnings included, must be exactly the expected rule ids: a ``fail``
+The failing (not exempted) findings of a fixture must be exactly the expected rule ids (for a
+warning rule's folder, warnings count as failing, as under ``--fail-on warning``): a ``fail``
 fixture expects its folder's rule (and may expect others it triggers on purpose); a ``pass``
 fixture must not produce its folder's rule. Where a rule's expectations carry lines, its findings
 must be exactly those: one finding per ``# expect`` line, at that line.
@@ -57,7 +58,7 @@ def test_fixture(path: Path) -> None:
         assert rule not in expected, f"{path}: a pass fixture must not expect its own rule {rule}"
 
     report = validate_paths([str(path)], profile=profile, jobs=1)
-    failing = report.failing(Severity.WARNING)
+    failing = report.failing(RULES[rule].severity)
     got: dict[str, list[int]] = defaultdict(list)
     for f in failing:
         got[f.rule_id].append(f.line)

@@ -1,0 +1,78 @@
+"""The settings that void the guards (KDP213-KDP217): torch's boolean parsing, credential names,
+near-misses, and that a credential's value never reaches any output (every reporter, fix's diff)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from k8sddp.reporters import REPORTERS
+from k8sddp.validate import validate_paths
+from k8sddp.validate.envchecks import is_credential_name, near_miss, torch_bool
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SECRET = "hf_not_a_real_value_123"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1", True), ("TRUE", True), ("Yes", True), ("t", True), ("y", True), ("0", False), ("no", False), ("F", False), ("2", None), ("on", None), ("", None)],
+)
+def test_torch_bool_is_getcvarbool(text: str, expected: bool | None) -> None:
+    assert torch_bool(text) is expected
+
+
+@pytest.mark.parametrize("name", ["HF_TOKEN", "GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY", "OPENAI_API_KEY", "SSH_PRIVATE_KEY", "MY_SECRET"])
+def test_credential_names(name: str) -> None:
+    assert is_credential_name(name)
+
+
+@pytest.mark.parametrize("name", ["TOKENIZERS_PARALLELISM", "SSH_PRIVATE_KEY_PATH", "GCP_ACCESS_KEY_FILE", "NCCL_DEBUG", "SECRETARY", "MAX_TOKENS_X"])
+def test_not_credential_names(name: str) -> None:
+    assert not is_credential_name(name)
+
+
+@pytest.mark.parametrize(
+    ("name", "guess"),
+    [
+        ("PYTHONFAULTHANDLR", "PYTHONFAULTHANDLER"),
+        ("TORCH_NCCL_ASYNC_ERROR_HANDLNG", "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+        ("pythonfaulthandler", "PYTHONFAULTHANDLER"),
+        ("TORCH_NCCL_ASYNC_ERROR_HANLDING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+        ("PYTHONFAULTHANDLER", None),
+        ("NCCL_ASYNC_ERROR_HANDLING", None),
+        ("NCCL_DEBUG", None),
+        ("PYTHONUNBUFFERED", None),
+    ],
+)
+def test_near_miss(name: str, guess: str | None) -> None:
+    assert near_miss(name) == guess
+
+
+@pytest.mark.parametrize("fmt", sorted(REPORTERS))
+def test_no_reporter_prints_a_credential(fmt: str) -> None:
+    path = FIXTURES / "KDP217" / "fail" / "hf-token.yaml"
+    assert SECRET in path.read_text()
+    report = validate_paths([str(path)], jobs=1)
+    assert any(f.rule_id == "KDP217" for f in report.findings)
+    assert SECRET not in REPORTERS[fmt](report, tool="validate")
+
+
+def test_fix_diff_hides_a_credential(tmp_path: Path) -> None:
+    # The token sits right above where fix adds the guards: the diff's context would show it.
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: x\nspec:\n  pytorchReplicaSpecs:\n    Worker:\n"
+        "      replicas: 1\n      restartPolicy: OnFailure\n      template:\n        spec:\n          containers:\n"
+        f"          - name: pytorch\n            image: img\n            env:\n            - name: HF_TOKEN\n              value: {SECRET}\n"
+    )
+    for profile in ("baseline", "strict"):
+        done = subprocess.run([sys.executable, "-m", "k8sddp", "fix", "--check", "--profile", profile, str(job)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 1, done.stderr
+        assert "+            - name: PYTHONFAULTHANDLER" in done.stdout
+        assert SECRET not in done.stdout + done.stderr
+        assert "<hidden: KDP217>" in done.stdout
+    assert SECRET in job.read_text()  # --check changed nothing
