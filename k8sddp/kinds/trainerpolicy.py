@@ -94,6 +94,12 @@ def failure_policy_problems(jobset_spec: Any) -> list[tuple[tuple[Any, ...], str
             ((*job, "podFailurePolicy") if "podFailurePolicy" in job_spec else job,
              "the trainer Job's podFailurePolicy has no FailJob rule on exit codes 1-127 of container node (final errors)")
         )
+    restart = get(job_spec, "template", "spec", "restartPolicy")
+    if isinstance(job_spec.get("podFailurePolicy"), MAPPING) and restart != "Never":
+        problems.append(
+            ((*job, "template", "spec", "restartPolicy") if restart is not None else (*job, "template"),
+             f"the trainer pod's restartPolicy is {restart or 'unset'}, not Never: the API server rejects a Job with a podFailurePolicy otherwise")
+        )
     if job_spec.get("backoffLimit") != 0:
         problems.append(
             ((*job, "backoffLimit") if "backoffLimit" in job_spec else job,
