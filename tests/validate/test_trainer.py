@@ -15,7 +15,11 @@ import pytest
 import yaml
 
 from k8sddp.kinds.trainermerge import resolve, strategic_merge
-from k8sddp.kinds.trainerpolicy import failure_policy_problems, jobset_failure_policy, pod_failure_policy
+from k8sddp.kinds.trainerpolicy import (
+    failure_policy_problems,
+    jobset_failure_policy,
+    pod_failure_policy,
+)
 from k8sddp.validate import validate_objects, validate_paths
 from k8sddp.validate.engine import new_index
 
