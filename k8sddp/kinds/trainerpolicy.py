@@ -30,7 +30,13 @@ from typing import Any
 from ..validate.jobparts import MAPPING, as_list, get
 from .trainermerge import NODE, trainer_job
 
-__all__ = ["DEFAULT_MAX_RESTARTS", "FINAL_EXIT_CODES", "failure_policy_problems", "jobset_failure_policy", "pod_failure_policy"]
+__all__ = [
+    "DEFAULT_MAX_RESTARTS",
+    "FINAL_EXIT_CODES",
+    "failure_policy_problems",
+    "jobset_failure_policy",
+    "pod_failure_policy",
+]
 
 #: Exit codes after which a retry cannot help (k8sddp runtime, docs/runtime.md): 1-127.
 FINAL_EXIT_CODES = tuple(range(1, 128))

@@ -25,7 +25,15 @@ from .registry import register
 from .trainermerge import ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE, node_container, trainer_job
 from .trainerpolicy import failure_policy_problems
 
-__all__ = ["CLUSTER_TRAINING_RUNTIME", "TRAINING_RUNTIME", "ClusterTrainingRuntimeKind", "TrainingRuntimeKind", "guard_findings", "short", "structure_message"]
+__all__ = [
+    "CLUSTER_TRAINING_RUNTIME",
+    "ClusterTrainingRuntimeKind",
+    "TRAINING_RUNTIME",
+    "TrainingRuntimeKind",
+    "guard_findings",
+    "short",
+    "structure_message",
+]
 
 #: Path from a runtime's root to its JobSet spec.
 JOBSET_SPEC = ("spec", "template", "spec")

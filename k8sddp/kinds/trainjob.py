@@ -32,7 +32,7 @@ from .trainermerge import NODE, Resolved, resolve, runtime_key
 from .trainerpolicy import describe, failure_policy_problems
 from .trainingruntime import guard_findings, short, structure_message
 
-__all__ = ["TRAINJOB", "MisgroupedTrainerKind", "TrainJobKind"]
+__all__ = ["MisgroupedTrainerKind", "TRAINJOB", "TrainJobKind"]
 
 #: Containers whose env a runtime patch may not set (plugins/jobset/jobset.go Validate).
 PATCH_ENV_FORBIDDEN = (NODE, "dataset-initializer", "model-initializer")

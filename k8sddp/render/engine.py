@@ -1,4 +1,5 @@
-"""Render a DDPJob spec into a PyTorchJob: sandboxed Jinja, YAML-safe values, self-validated output."""
+"""Render a DDPJob spec for a target (a PyTorchJob, a TrainJob) and the guarded training runtime:
+sandboxed Jinja, YAML-safe values, self-validated output."""
 
 from __future__ import annotations
 
@@ -16,10 +17,9 @@ from ..resources import templates_dir
 from ..validate import validate_objects
 from ..validate.yamlio import load_documents
 from .model import build_model
+from .targets import get_target
 
-__all__ = ["RenderResult", "render_spec", "to_yaml"]
-
-TEMPLATE = "pytorchjob.yaml.j2"
+__all__ = ["RenderResult", "render_runtime", "render_spec", "to_yaml"]
 
 
 def yaml_value(value: Any) -> str:
@@ -60,31 +60,53 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
     return "---\n".join(yaml.safe_dump(o, sort_keys=False, default_flow_style=False, width=10_000) for o in objects)
 
 
-def render_spec(spec: dict[str, Any]) -> RenderResult:
-    """Render a checked DDPJob spec (see :func:`k8sddp.render.load_spec`).
-
-    The output is parsed back and must pass structure and the ``strict`` profile before it is
-    returned: a template or model bug can never ship an unguarded manifest.
-
-    Raises:
-        SpecError: inconsistent spec (see :func:`k8sddp.render.model.build_model`).
-        ValidationError: the rendered manifest failed its own check (a k8sddp bug; findings attached).
-        K8sddpError: the template failed to render.
-    """
-    model = build_model(spec)
-    context = dict(model)
-    context["pod_spec"] = model["pod"]
+def _render(template: str, context: dict[str, Any], companions: list[dict[str, Any]]) -> RenderResult:
+    """Render ``template`` and check the output (structure and ``strict``), with ``companions``
+    (objects it refers to) in the input but not in the result."""
     try:
-        text = _environment().get_template(TEMPLATE).render(**context)
+        text = _environment().get_template(template).render(**context)
     except jinja2.TemplateError as exc:
-        raise K8sddpError(f"template {TEMPLATE} failed: {exc}") from exc
+        raise K8sddpError(f"template {template} failed: {exc}") from exc
     docs, problems = load_documents(text)
     if problems:
-        raise K8sddpError(f"template {TEMPLATE} produced invalid YAML: {problems[0].message} (line {problems[0].line})")
+        raise K8sddpError(f"template {template} produced invalid YAML: {problems[0].message} (line {problems[0].line})")
     objects = [d.data for d in docs if d.data is not None]
-    report = validate_objects(objects, file="<rendered>", profile="strict")
-    failing = report.failing()
+    report = validate_objects([*companions, *objects], file="<rendered>", profile="strict")
+    failing = [f for f in report.failing() if f.document >= len(companions)]
     if failing:
         details = "; ".join(f"{f.rule_id} {f.path}: {f.message}" for f in failing)
         raise ValidationError(f"the rendered manifest fails its own guardrails: {details}", failing)
     return RenderResult(objects=objects, text=text)
+
+
+def render_spec(spec: dict[str, Any], target: str = "pytorchjob") -> RenderResult:
+    """Render a checked DDPJob spec (see :func:`k8sddp.render.load_spec`) for ``target``
+    (:data:`k8sddp.render.targets.TARGETS`: ``pytorchjob``, ``trainjob``).
+
+    The output is parsed back and must pass structure and the ``strict`` profile before it is
+    returned (a TrainJob together with the runtime it refers to): a template or model bug can
+    never ship an unguarded manifest.
+
+    Raises:
+        UsageError: unknown target.
+        SpecError: inconsistent spec (see :func:`k8sddp.render.model.build_model`), or one the
+            target cannot express.
+        ValidationError: the rendered manifest failed its own check (a k8sddp bug; findings attached).
+        K8sddpError: the template failed to render.
+    """
+    chosen = get_target(target)
+    model = build_model(spec)
+    return _render(chosen.template, chosen.context(spec, model), chosen.companions())
+
+
+def render_runtime(**options: Any) -> RenderResult:
+    """The guarded ClusterTrainingRuntime (:func:`k8sddp.render.trainer.runtime_context` names the
+    options), checked under ``strict``.
+
+    Raises:
+        SpecError: an unusable option.
+        ValidationError: the output fails its own check (a k8sddp bug).
+    """
+    from .trainer import runtime_context
+
+    return _render("clustertrainingruntime.yaml.j2", runtime_context(**options), [])
