@@ -78,6 +78,16 @@ def test_what_a_trainjob_cannot_express() -> None:
         render_spec(reserved, "trainjob")
 
 
+def test_settings_without_a_trainjob_equivalent_are_refused() -> None:
+    spec = load_spec(str(SPEC))
+    for key, value in (("backoffLimit", 2), ("restartPolicy", "OnFailure"), ("priorityClassName", "high")):
+        other = json.loads(json.dumps(spec))
+        other["spec"][key] = value
+        with pytest.raises(SpecError, match=f"spec.{key}"):
+            render_spec(other, "trainjob")
+        render_spec(other, "pytorchjob")  # (the PyTorchJob carries it)
+
+
 def test_target_registry() -> None:
     assert set(TARGETS) >= {"pytorchjob", "trainjob"}
     with pytest.raises(UsageError):

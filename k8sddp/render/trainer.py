@@ -31,6 +31,10 @@ RUNTIME_ARTIFACT_MOUNT = "/artifacts"
 #: The runtime's default image and command: the demo task of the k8sddp image.
 RUNTIME_IMAGE = "ghcr.io/k8sddp/train:0.1.0"
 RUNTIME_TASK = "k8sddp.runtime.demo:task"
+#: DDPJob fields a TrainJob cannot carry: TrainJobSpec (v2.3.0) has no restart, backoff, TTL or
+#: clean-pod field, and a runtime patch's pod spec has no priorityClassName or schedulerName
+#: (trainjob_types.go RuntimePatch PodSpecPatch).
+NO_TRAINJOB_EQUIVALENT = ("backoffLimit", "ttlSecondsAfterFinished", "cleanPodPolicy", "priorityClassName", "scheduling")
 #: The runtime patch's manager (a domain-prefixed path, KDP135).
 MANAGER = "k8sddp.dev/render"
 
@@ -49,6 +53,15 @@ def trainjob_context(ddp: dict[str, Any], model: dict[str, Any], runtime: str = 
         SpecError: what a TrainJob cannot express (an elastic job; ``PET_*`` in ``spec.env``).
     """
     spec = ddp["spec"]
+    dropped = [f"spec.{k}" for k in NO_TRAINJOB_EQUIVALENT if k in spec]
+    if spec.get("restartPolicy", "ExitCode") != "ExitCode":
+        dropped.append("spec.restartPolicy")
+    if dropped:
+        raise SpecError(
+            f"{', '.join(dropped)}: no Trainer v2 TrainJob equivalent (restarts and backoff are the runtime's failure policy, "
+            "and a runtime patch may not set priority or scheduler); remove them or render with --target pytorchjob",
+            path=dropped[0],
+        )
     if spec.get("elastic"):
         raise SpecError("Trainer v2.3's torch runtime has no elastic policy: render an elastic job with --target pytorchjob", path="spec.elastic")
     container = model["pod"]["containers"][0]
