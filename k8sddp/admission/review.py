@@ -32,6 +32,7 @@ from .. import kinds
 from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION, PROFILES
 from ..findings import Finding, Report, Severity
+from .runtimes import RuntimeSource, lookup_runtime
 from .selector import LabelSelector
 
 __all__ = [
@@ -284,18 +285,6 @@ def configmap_names(obj: dict[str, Any]) -> list[str]:
     return list(names)
 
 
-class RuntimeSource(Protocol):
-    """Reads Kubeflow Trainer runtimes (read-only). :class:`k8sddp.admission.lookup.KubeLookup` implements it."""
-
-    def get_runtime(self, kind: str, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
-        """The runtime as a dict, or ``None`` when it does not exist.
-
-        Raises:
-            LookupFailed: it could not be read.
-        """
-        ...
-
-
 class AdmissionDecider:
     """Decides AdmissionReview requests for PyTorchJobs with the shared validator.
 
@@ -458,27 +447,14 @@ class AdmissionDecider:
         return found, missing
 
     def _lookup_runtime(self, v: Verdict, obj: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
-        """The training runtime a TrainJob refers to, read from the cluster (``[]`` for other kinds,
-        or when it cannot be read: a warning says why, and the validator reports KDP230)."""
-        if kinds.lookup(obj.get("apiVersion"), obj.get("kind")) is not kinds.TRAINJOB or self._runtimes is None:
+        """The training runtime a TrainJob refers to (``[]`` for other kinds, or when it cannot be
+        read: a warning says why, and the validator reports KDP230)."""
+        if self._runtimes is None:
             return []
-        from ..kinds.trainermerge import runtime_key
-
-        group, kind, name = runtime_key(obj)
-        if group != "trainer.kubeflow.org" or not name:
-            return []
-        try:
-            runtime = self._runtimes.get_runtime(kind, v.namespace, name, timeout=deadline - time.monotonic())
-        except LookupFailed as exc:
-            v.warnings.append(_short(f"k8sddp: {kind} {name} unreadable: {exc}"))
-            return []
-        if runtime is None:
-            v.warnings.append(_short(f"k8sddp: {kind} {name} not found" + (f" in namespace {v.namespace}" if kind == "TrainingRuntime" else "")))
-            return []
-        runtime = dict(runtime)
-        runtime.setdefault("apiVersion", "trainer.kubeflow.org/v1alpha1")
-        runtime.setdefault("kind", kind)
-        return [runtime]
+        runtime, warning = lookup_runtime(self._runtimes, obj, v.namespace, deadline - time.monotonic())
+        if warning:
+            v.warnings.append(_short(warning))
+        return [runtime] if runtime is not None else []
 
     def _check(self, v: Verdict, obj: dict[str, Any], deadline: float) -> Verdict:
         obj = dict(obj)
