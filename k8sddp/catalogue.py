@@ -53,6 +53,9 @@ BLOCKING_WAIT = (
     "c10d/Utils.hpp:151-189 getCvarBool (y/yes/1/t/true, n/no/0/f/false, any case; the first name wins); "
     "ProcessGroupNCCL.cpp constructor: `if (!blockingWait_) { watchdog_->start(); }`"
 )
+TRAINER_CRDS = "Kubeflow Trainer v2.3.0 CRDs manifests/base/crds/trainer.kubeflow.org_{trainjobs,trainingruntimes,clustertrainingruntimes}.yaml"
+TRAINER_BUILDER = "Kubeflow Trainer v2.3.0 pkg/runtime/framework/plugins/jobset/builder.go (Builder.Trainer) and pkg/runtime/core/trainingruntime.go (newRuntimeInfo)"
+TRAINER_WEBHOOK = "Kubeflow Trainer v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go (Validate) and plugins/torch/torch.go (Validate)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +138,27 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP115", "nonnegative-quantities", _E, "structure", "Container resource requests and limits are non-negative quantities.",
          "The CRD's quantity pattern allows a sign, but pod validation refuses a negative request or limit: the operator's pods are never created.",
          "Kubernetes pkg/apis/core/validation ValidateResourceQuantityValue (must be greater than or equal to 0)"),
+    Rule("KDP130", "trainer-crd-schema", _E, "structure", "A TrainJob, TrainingRuntime or ClusterTrainingRuntime matches its Kubeflow Trainer v2.3.0 CRD (served version, schema, the CRD's CEL rules).",
+         "The API server rejects it, or prunes unknown fields silently so a setting is lost.",
+         TRAINER_CRDS),
+    Rule("KDP131", "trainer-api-group", _E, "structure", "TrainJob, TrainingRuntime and ClusterTrainingRuntime are in the API group trainer.kubeflow.org.",
+         "`kubeflow.org/v1alpha1` is not served for these kinds: kubectl fails with 'no matches for kind', or, where another CRD of that group exists, the object is never reconciled.",
+         TRAINER_CRDS + " (spec.group)"),
+    Rule("KDP132", "trainer-removed-field", _E, "structure", "A TrainJob uses no field removed in Trainer v2.2 (podSpecOverrides, podTemplateOverrides, labels, annotations): runtimePatches replaced them.",
+         "The v2.2+ API server prunes them silently: the volumes, node selectors or labels they carried never reach the pods.",
+         "kubeflow/trainer pkg/apis/trainer/v1alpha1/trainjob_types.go at v2.0.0, v2.1.0 and v2.2.0 (TrainJobSpec)"),
+    Rule("KDP133", "trainer-reserved-env", _E, "structure", "spec.trainer.env sets none of PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT.",
+         "The torch plugin injects these itself; the Trainer webhook rejects a TrainJob that sets them.",
+         "Kubeflow Trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go (Validate) and pkg/constants (TorchRunReservedEnvNames)"),
+    Rule("KDP134", "trainer-node-container", _E, "structure", "A training runtime has a replicatedJob labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer with a container named node.",
+         "The controller applies the TrainJob's image, command, args, env and resourcesPerNode (and the PET_* rendezvous env) only to that container: without it they are dropped silently.",
+         TRAINER_BUILDER + "; plugins/torch/torch.go (EnforceMLPolicy)"),
+    Rule("KDP135", "runtime-patch-rejected", _E, "structure", "runtimePatches name replicatedJobs and containers the runtime has, set no env of the node and initializer containers, and have a domain-prefixed manager.",
+         "The Trainer webhook rejects the TrainJob.",
+         TRAINER_WEBHOOK),
+    Rule("KDP136", "runtime-ref", _E, "structure", "spec.runtimeRef names apiGroup trainer.kubeflow.org and kind TrainingRuntime or ClusterTrainingRuntime.",
+         "The controller resolves no other runtime: the TrainJob never starts.",
+         "Kubeflow Trainer v2.3.0 pkg/runtime/runtime.go (RuntimeRefToRuntimeRegistryKey), pkg/webhooks/trainjob_webhook.go"),
     # -- baseline --------------------------------------------------------------------------
     Rule("KDP201", "nccl-async-error-handling", _E, "baseline",
          "The pytorch container's effective TORCH_NCCL_ASYNC_ERROR_HANDLING (or, where absent, NCCL_ASYNC_ERROR_HANDLING) is 1 or 3.",
@@ -166,6 +190,9 @@ _RULES: tuple[Rule, ...] = (
          "Variables named like credentials (a TOKEN, SECRET or PASSWORD segment; *API_KEY, *ACCESS_KEY, *PRIVATE_KEY) take their value from a Secret.",
          "A literal value sits in Git, in `kubectl get -o yaml` and in every log that prints the manifest.",
          "Kubernetes docs: Secrets, 'Using Secrets as environment variables' (env[].valueFrom.secretKeyRef)"),
+    Rule("KDP230", "trainer-runtime-unresolved", _E, "baseline", "The training runtime a TrainJob refers to is in the input (or, on a cluster, readable), so its effective trainer container can be checked.",
+         "The guards of a TrainJob live mostly in its runtime's node container: without the runtime they cannot be verified, and an unchecked job is not a passing one.",
+         TRAINER_BUILDER),
     # -- strict ----------------------------------------------------------------------------
     Rule("KDP301", "process-group-timeout", _E, "strict",
          "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds, at most 7 days (604800).",
@@ -213,6 +240,9 @@ _RULES: tuple[Rule, ...] = (
          "A hostPath ties the pod to one node's files: checkpoints or data written there are lost when the pod is recreated elsewhere, "
          "and the pod can read the node. k8sddp render never adds one: a spec that asks gets it, with this warning.",
          "Kubernetes docs, Volumes: hostPath (security risks; Pod Security Standards baseline disallows it)"),
+    Rule("KDP340", "trainer-failure-policy", _E, "strict", "A training runtime's trainer Job fails for good on exit codes 1-127 of container node (podFailurePolicy FailJob, JobSet failurePolicy FailJobSet on PodFailurePolicy) and retries the rest (backoffLimit 0, maxRestarts).",
+         "Trainer v2 has no ExitCode restart policy: without this a deterministic error (exit 1) restarts the whole JobSet up to maxRestarts, or a retryable one (a hang exit >= 128) fails it at once.",
+         "k8sddp docs/trainer.md (failure policy); JobSet v0.12.0 api/jobset/v1alpha2/jobset_types.go (FailurePolicyRule); Kubernetes Job podFailurePolicy"),
     # -- lint ------------------------------------------------------------------------------
     Rule("KDP500", "python-syntax", _E, "lint", "The training script parses as Python.",
          "A file the linter cannot parse is not checked at all; the job would fail at import anyway.",

@@ -22,6 +22,7 @@ from .errors import K8sddpError
 #: Subcommand modules under ``k8sddp.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
     "render",
+    "runtime",
     "validate",
     "fix",
     "kustomize",

@@ -45,6 +45,8 @@ def containers_of(job: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
             for container in listed if isinstance(listed, list) else []:
                 if isinstance(container, dict):
                     yield view.group, container
+        if view.container_index is None and isinstance(view.container, dict):
+            yield view.group, view.container  # a merged container that is not in the template (a TrainJob's trainer)
 
 
 def referenced_configmaps(job: dict[str, Any]) -> list[str]:

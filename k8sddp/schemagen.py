@@ -1,4 +1,4 @@
-"""Generate the JSON Schemas in ``schemas/`` from the PyTorchJob CRD and the rule catalogue.
+"""Generate the JSON Schemas in ``schemas/`` from the PyTorchJob and Trainer v2 CRDs and the rule catalogue.
 
 Regenerate (and commit the result) with::
 
@@ -17,6 +17,8 @@ Outputs:
         read the ``env`` of the ``pytorch`` container literally; k8sddp applies them to a copy of the
         job whose ``env`` is the *effective* environment (``envFrom`` and ``valueFrom`` resolved as the
         kubelet does), so other tools using them on raw manifests get the stricter, literal-only check.
+    ``trainjob.structure.json`` / ``trainingruntime.structure.json``  layer 1 for Kubeflow Trainer
+        v2.3.0 (:mod:`k8sddp.schemagen_trainer`).
 """
 
 from __future__ import annotations
@@ -115,24 +117,25 @@ def convert_openapi(node: Any) -> Any:
     return out
 
 
-def crd_schema(crd_path: Path) -> dict[str, Any]:
+def crd_schema(crd_path: Path, version: str = "v1") -> dict[str, Any]:
     """A fresh copy of :func:`_crd_schema` (callers may change it)."""
-    return copy.deepcopy(_crd_schema(crd_path.resolve()))
+    return copy.deepcopy(_crd_schema(crd_path.resolve(), version))
 
 
-@functools.lru_cache(maxsize=2)
-def _crd_schema(crd_path: Path) -> dict[str, Any]:
-    """The converted ``openAPIV3Schema`` of the ``v1`` version of the PyTorchJob CRD at ``crd_path``.
+@functools.lru_cache(maxsize=8)
+def _crd_schema(crd_path: Path, version: str = "v1") -> dict[str, Any]:
+    """The converted ``openAPIV3Schema`` of ``version`` of the CRD at ``crd_path`` (the PyTorchJob's ``v1``).
 
     Raises:
-        KeyError: the file is not the PyTorchJob CRD.
+        KeyError: the file is not a CRD.
+        ValueError: the CRD does not have exactly one such version.
     """
     import yaml
 
     with crd_path.open() as fh:
         crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: 10x faster on the 400 KB CRD
-    (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    schema = convert_openapi(version["schema"]["openAPIV3Schema"])
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    schema = convert_openapi(served["schema"]["openAPIV3Schema"])
     # metadata is checked by its own rule (KDP102), as the API server checks ObjectMeta.
     schema["properties"]["metadata"] = {"type": "object"}
     # status is written by the operator; a manifest may carry a stale one (kubectl drops it).
@@ -157,9 +160,9 @@ def _replica(template_spec: dict[str, Any], *, required: bool = False) -> dict[s
     return {"properties": {"spec": {"properties": {"pytorchReplicaSpecs": {"additionalProperties": replica}}}}}
 
 
-def structure_schema(crd_path: Path) -> dict[str, Any]:
-    """Layer 1: everything the API server and the Kubeflow operator would refuse."""
-    metadata = {
+def metadata_rule() -> dict[str, Any]:
+    """KDP102: ``metadata`` as the API server checks ObjectMeta (shared by every kind's structure schema)."""
+    return {
         RULE_KEY: "KDP102",
         "required": ["metadata"],
         "properties": {
@@ -183,6 +186,11 @@ def structure_schema(crd_path: Path) -> dict[str, Any]:
             }
         },
     }
+
+
+def structure_schema(crd_path: Path) -> dict[str, Any]:
+    """Layer 1: everything the API server and the Kubeflow operator would refuse."""
+    metadata = metadata_rule()
     job_name = {
         RULE_KEY: "KDP103",
         "properties": {"metadata": {"properties": {"name": {"type": "string", "maxLength": 63, "pattern": DNS1035_LABEL}}}},
@@ -364,12 +372,21 @@ def _strict_container_rules() -> list[dict[str, Any]]:
     ]
 
 
-def guard_schema(profile: str) -> dict[str, Any]:
-    """Layer 2 for ``profile`` (``baseline`` or ``strict``)."""
+def container_rules(profile: str) -> list[dict[str, Any]]:
+    """The guard rules of one training container under ``profile`` (``baseline`` or ``strict``),
+    each a schema of the container tagged with its rule id: the PyTorchJob profiles apply them to
+    the ``pytorch`` containers, other kinds (:mod:`k8sddp.kinds`) to their effective container."""
     rules = _baseline_container_rules()
-    branches: list[dict[str, Any]] = []
     if profile == "strict":
         rules += _strict_container_rules()
+    return rules
+
+
+def guard_schema(profile: str) -> dict[str, Any]:
+    """Layer 2 for ``profile`` (``baseline`` or ``strict``)."""
+    rules = container_rules(profile)
+    branches: list[dict[str, Any]] = []
+    if profile == "strict":
         branches.append(
             {
                 RULE_KEY: "KDP308",
@@ -413,14 +430,26 @@ def pod_definitions(crd_path: Path) -> dict[str, Any]:
     return out
 
 
-def generate(crd_path: Path) -> dict[str, dict[str, Any]]:
-    """All generated schemas, keyed by file name."""
-    return {
+def generate(crd_path: Path, trainer_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """All generated schemas, keyed by file name.
+
+    Args:
+        crd_path: the PyTorchJob CRD.
+        trainer_dir: the folder of the Kubeflow Trainer v2.3.0 CRDs; default: ``kubeflow-trainer``
+            beside the PyTorchJob CRD's folder (skipped when absent).
+    """
+    from .schemagen_trainer import trainer_schemas
+
+    out = {
         "ddpjob.schema.json": ddpjob_schema(pod_definitions(crd_path)),
         "pytorchjob.structure.json": structure_schema(crd_path),
         "pytorchjob.baseline.json": guard_schema("baseline"),
         "pytorchjob.strict.json": guard_schema("strict"),
     }
+    trainer_dir = trainer_dir if trainer_dir is not None else crd_path.resolve().parent.parent / "kubeflow-trainer"
+    if trainer_dir.is_dir():
+        out.update(trainer_schemas(trainer_dir))
+    return out
 
 
 def dump(schema: dict[str, Any]) -> str:
@@ -432,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     """Write the generated schemas into ``--out`` (default: the repository's ``schemas/``)."""
     parser = argparse.ArgumentParser(prog="python -m k8sddp.schemagen", description=__doc__.split("\n")[0])
     parser.add_argument("--crd", type=Path, default=DEFAULT_CRD, help="the PyTorchJob CRD YAML")
+    parser.add_argument("--trainer-crds", type=Path, default=None, help="the folder of the Kubeflow Trainer v2 CRDs (default: kubeflow-trainer beside the PyTorchJob CRD's folder)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "schemas")
     args = parser.parse_args(argv)
     if not args.crd.is_file():
@@ -439,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .atomic import write_text_atomic
 
-    for name, schema in generate(args.crd).items():
+    for name, schema in generate(args.crd, args.trainer_crds).items():
         write_text_atomic(args.out / name, dump(schema))
         print(f"wrote {args.out / name}")
     return 0

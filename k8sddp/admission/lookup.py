@@ -119,6 +119,7 @@ class KubeLookup:
         if api_client is None:
             api_client = client.ApiClient(_load_configuration(kubeconfig, context, way_out))
         self._core = client.CoreV1Api(no_retries(api_client))
+        self._custom = client.CustomObjectsApi(api_client)
         self._timeout = timeout_seconds
         self._ttl = cache_seconds
         self._cache: dict[tuple[str, str, str], tuple[float, Any]] = {}
@@ -182,6 +183,30 @@ class KubeLookup:
             ("cm", namespace, name),
             lambda: self._get(self._core.read_namespaced_config_map, (name, namespace), limit),
         )
+        return result
+
+    def get_runtime(self, kind: str, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
+        """Read a Kubeflow Trainer runtime: ``ClusterTrainingRuntime`` ``name``, or
+        ``TrainingRuntime`` ``namespace/name`` (``trainer.kubeflow.org/v1alpha1``); ``None`` if it
+        does not exist (or is of another kind).
+
+        Args:
+            timeout: as for :meth:`get_configmap`.
+
+        Raises:
+            LookupFailed: forbidden (missing RBAC), unreachable, timed out.
+        """
+        limit = self._limit(timeout)
+        group, version = "trainer.kubeflow.org", "v1alpha1"
+        call: Any
+        args: tuple[str, ...]
+        if kind == "ClusterTrainingRuntime":
+            call, args = self._custom.get_cluster_custom_object, (group, version, "clustertrainingruntimes", name)
+        elif kind == "TrainingRuntime":
+            call, args = self._custom.get_namespaced_custom_object, (group, version, namespace, "trainingruntimes", name)
+        else:
+            return None
+        result: dict[str, Any] | None = self._cached((kind, namespace, name), lambda: self._get(call, args, limit))
         return result
 
     def namespace_labels(self, namespace: str, *, timeout: float | None = None) -> dict[str, str] | None:

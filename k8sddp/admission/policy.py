@@ -3,7 +3,8 @@
 ``k8sddp policy export --format vap`` prints a ``ValidatingAdmissionPolicy`` and its
 ``ValidatingAdmissionPolicyBinding`` (``admissionregistration.k8s.io/v1``, Kubernetes >= 1.30);
 ``--format kyverno`` prints a Kyverno ``ClusterPolicy`` (Kyverno >= 1.11, ``validate.cel``) with
-the same CEL. Both are pure functions of the catalogue (:mod:`k8sddp.admission.cel`), so the
+the same CEL. A second policy (``<name>-trainjob``; a second Kyverno rule) holds what CEL can check
+on a Trainer v2 TrainJob alone (:mod:`k8sddp.admission.celtrainer`). Both are pure functions of the catalogue (:mod:`k8sddp.admission.cel`), so the
 objects change only when the catalogue does; its version is in their annotations.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION
 from .cel import MATCH_CONDITIONS, VALIDATIONS, VARIABLES
+from .celtrainer import TRAINJOB_VALIDATIONS
 
 __all__ = ["DEFAULT_EXEMPT_LABEL", "MODES", "POLICY_NAME", "kyverno_policy", "parse_mode", "vap_objects"]
 
@@ -129,6 +131,38 @@ def vap_objects(
     selector = _namespace_selector(exempt_label)
     if selector:
         binding["spec"]["matchResources"] = {"namespaceSelector": selector}
+    return [policy, binding, *_trainer_vap(f"{name}-trainjob", selector, failure_policy)]
+
+
+def _trainer_vap(name: str, selector: dict[str, Any], failure_policy: str) -> list[dict[str, Any]]:
+    """The TrainJob policy and binding (:mod:`k8sddp.admission.celtrainer`)."""
+    annotations = _annotations() | {"k8sddp.dev/rules": ",".join(v.rule.id for v in TRAINJOB_VALIDATIONS)}
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": _labels(), "annotations": annotations},
+        "spec": {
+            "failurePolicy": failure_policy,
+            "matchConstraints": {
+                "resourceRules": [{
+                    "apiGroups": ["trainer.kubeflow.org"],
+                    "apiVersions": ["v1alpha1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["trainjobs"],
+                }],
+            },
+            "matchConditions": [{"name": n, "expression": e} for n, e in MATCH_CONDITIONS],
+            "validations": [v.as_vap() for v in TRAINJOB_VALIDATIONS],
+        },
+    }
+    binding: dict[str, Any] = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": _labels(), "annotations": annotations},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    if selector:
+        binding["spec"]["matchResources"] = {"namespaceSelector": selector}
     return [policy, binding]
 
 
@@ -162,9 +196,22 @@ def kyverno_policy(
             },
         },
     }
+    trainjob: dict[str, Any] = {
+        "name": "trainjob-structure",
+        "match": {"any": [{"resources": {
+            "kinds": ["trainer.kubeflow.org/v1alpha1/TrainJob"],
+            "operations": ["CREATE", "UPDATE"],
+        }}]},
+        "celPreconditions": [{"name": n, "expression": e} for n, e in MATCH_CONDITIONS],
+        "validate": {"cel": {"expressions": [
+            {"expression": v.expression, "message": v.message, "messageExpression": v.message_expression}
+            for v in TRAINJOB_VALIDATIONS
+        ]}},
+    }
     if exempt_label is not None:
         key, value = exempt_label
         rule["exclude"] = {"any": [{"resources": {"namespaceSelector": {"matchLabels": {key: value}}}}]}
+        trainjob["exclude"] = rule["exclude"]
     annotations = _annotations() | {
         "policies.kyverno.io/title": "k8sddp baseline guardrails for PyTorchJobs",
         "policies.kyverno.io/category": "k8sddp",
@@ -180,5 +227,5 @@ def kyverno_policy(
         "apiVersion": "kyverno.io/v1",
         "kind": "ClusterPolicy",
         "metadata": {"name": name, "labels": _labels(), "annotations": annotations},
-        "spec": {"validationFailureAction": "Audit" if audit else "Enforce", "background": False, "rules": [rule]},
+        "spec": {"validationFailureAction": "Audit" if audit else "Enforce", "background": False, "rules": [rule, trainjob]},
     }

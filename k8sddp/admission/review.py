@@ -32,6 +32,7 @@ from .. import kinds
 from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION, PROFILES
 from ..findings import Finding, Report, Severity
+from .runtimes import RuntimeSource, lookup_runtime
 from .selector import LabelSelector
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "LookupFailed",
     "MalformedReview",
     "NamespaceLabelSource",
+    "RuntimeSource",
     "Verdict",
     "configmap_names",
     "parse_review",
@@ -258,6 +260,10 @@ def configmap_names(obj: dict[str, Any]) -> list[str]:
     every container and init container of every replica. Secrets are never read (the webhook
     has no RBAC for them): a guard variable from a Secret stays unverifiable.
     """
+    if kinds.lookup(obj.get("apiVersion"), obj.get("kind")) not in (None, kinds.PYTORCHJOB):
+        from ..configrefs import referenced_configmaps
+
+        return referenced_configmaps(obj)  # (other kinds: through their pod templates)
     names: dict[str, None] = {}
     for pod in _templates(obj):
         for key in ("containers", "initContainers"):
@@ -294,6 +300,8 @@ class AdmissionDecider:
             namespace labels and up to :data:`MAX_CONFIGMAP_LOOKUPS` ConfigMaps); what is not
             read in time is reported as a warning and stays unverifiable. Keep it well under
             the webhook's ``timeoutSeconds`` (chart: 2 s of 5 s).
+        runtimes: where a TrainJob's training runtime is read from (``None``: not read; the
+            TrainJob is then unverifiable, KDP230).
 
     Raises:
         ValueError: unknown profile, ``exempt_selector`` without ``namespaces``, or a
@@ -309,6 +317,7 @@ class AdmissionDecider:
         namespaces: NamespaceLabelSource | None = None,
         exempt_selector: LabelSelector | None = None,
         lookup_timeout: float = 2.0,
+        runtimes: RuntimeSource | None = None,
     ) -> None:
         if not lookup_timeout > 0:
             raise ValueError(f"lookup_timeout must be positive, got {lookup_timeout!r}")
@@ -324,6 +333,7 @@ class AdmissionDecider:
         self._validate = validate
         self._configmaps = configmaps
         self._namespaces = namespaces
+        self._runtimes = runtimes
         self._exempt = exempt_selector
         self.lookup_timeout = lookup_timeout
 
@@ -436,6 +446,16 @@ class AdmissionDecider:
                 found.append(cm)
         return found, missing
 
+    def _lookup_runtime(self, v: Verdict, obj: dict[str, Any], deadline: float) -> list[dict[str, Any]]:
+        """The training runtime a TrainJob refers to (``[]`` for other kinds, or when it cannot be
+        read: a warning says why, and the validator reports KDP230)."""
+        if self._runtimes is None:
+            return []
+        runtime, warning = lookup_runtime(self._runtimes, obj, v.namespace, deadline - time.monotonic())
+        if warning:
+            v.warnings.append(_short(warning))
+        return [runtime] if runtime is not None else []
+
     def _check(self, v: Verdict, obj: dict[str, Any], deadline: float) -> Verdict:
         obj = dict(obj)
         meta = dict(obj["metadata"])
@@ -443,14 +463,16 @@ class AdmissionDecider:
             meta["namespace"] = v.namespace  # CREATE bodies often leave it to the request path
         obj["metadata"] = meta
         configmaps, missing = self._lookup_configmaps(v, obj, deadline)
+        companions = self._lookup_runtime(v, obj, deadline)
         report = self._validate(
-            [obj],
+            [*companions, obj],
             file=f"admission:{v.namespace}/{v.name}",
             profile=self.profile,
             configmaps=configmaps,
             namespace=v.namespace or None,
         )
-        v.findings = [_webhook_wording(f, missing) for f in report.findings]
+        # Only the object under review is judged; its runtime is context (checked on its own admission).
+        v.findings = [_webhook_wording(f, missing) for f in report.findings if f.document == len(companions)]
         failing = [f for f in v.findings if _fails(f)]
         for f in v.findings:
             if f.exempted_by:
@@ -459,7 +481,7 @@ class AdmissionDecider:
                 v.warnings.append(_short(f"{f.rule_id}: {f.message}"))
         if failing:
             v.allowed, v.code = False, 403
-            what = f"PyTorchJob {v.namespace}/{v.name}" if v.namespace else f"PyTorchJob {v.name}"
+            what = f"{v.kind or 'object'} {v.namespace}/{v.name}" if v.namespace else f"{v.kind or 'object'} {v.name}"
             parts = [f"{f.rule_id}" + (f" [{f.path}]" if f.path else "") + f" {f.message}" for f in failing]
             v.message = (
                 f"k8sddp {__version__} (profile {self.profile}, catalogue {CATALOGUE_VERSION}) "

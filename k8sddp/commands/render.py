@@ -1,4 +1,4 @@
-"""``k8sddp render SPEC [--set PATH=VALUE ...]``: DDPJob spec -> PyTorchJob manifest."""
+"""``k8sddp render SPEC [--target pytorchjob|trainjob] [--set PATH=VALUE ...]``: DDPJob spec -> manifest."""
 
 from __future__ import annotations
 
@@ -12,12 +12,20 @@ def register(sub: Any) -> None:
     """Add the ``render`` subcommand to ``sub`` (an argparse subparsers object)."""
     p = sub.add_parser(
         "render",
-        help="render a DDPJob spec into a guarded PyTorchJob",
-        description="Render a DDPJob spec (file or - for stdin) into a Kubeflow PyTorchJob with the guard "
+        help="render a DDPJob spec into a guarded PyTorchJob or TrainJob",
+        description="Render a DDPJob spec (file or - for stdin) into a Kubeflow PyTorchJob (or, with --target trainjob, a Trainer v2 TrainJob) with the guard "
         "variables, timeouts, /dev/shm and restart policy baked in. The output is validated (strict) before "
         "it is written. Exit codes: 0 ok, 1 invalid spec, 2 usage error or unreadable input.",
     )
     p.add_argument("spec", metavar="SPEC", help="DDPJob spec file, or - for stdin")
+    from ..render.targets import TARGETS
+
+    p.add_argument(
+        "--target",
+        choices=tuple(TARGETS),
+        default="pytorchjob",
+        help="what to render (default pytorchjob); trainjob: a Kubeflow Trainer v2 TrainJob for the runtime of `k8sddp runtime render`",
+    )
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (repeatable), e.g. spec.nodes=4")
     p.add_argument("--set-string", dest="set_strings", action="append", default=[], metavar="PATH=VALUE", help="like --set, but VALUE is always a string (spec.torchVersion=2.10)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format (default yaml)")
@@ -33,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, sets=args.sets, set_strings=args.set_strings)
     try:
-        result = render_spec(spec)
+        result = render_spec(spec, args.target)
     except SpecError as exc:
         exc.file = exc.file or ("<stdin>" if args.spec == "-" else args.spec)
         raise

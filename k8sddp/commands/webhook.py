@@ -122,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         configmaps=None if args.no_configmap_lookup else lookup,
         namespaces=lookup if selector is not None else None,
         exempt_selector=selector,
+        runtimes=None if args.no_configmap_lookup else lookup,
         lookup_timeout=args.lookup_timeout,
     )
     app = WebhookApp(decider, tls, max_body_bytes=max_bytes, path=args.path)

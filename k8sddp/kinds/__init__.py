@@ -48,17 +48,31 @@ from .registry import (
     register_wrapper,
     skip_label,
 )
+from .trainingruntime import (
+    CLUSTER_TRAINING_RUNTIME,
+    TRAINING_RUNTIME,
+    ClusterTrainingRuntimeKind,
+    TrainingRuntimeKind,
+)
+from .trainjob import TRAINJOB, MisgroupedTrainerKind, TrainJobKind
 from .wrappers import Inner, Unwrapped, Wrapper, placeholder_filter
 
 __all__ = [
+    "CLUSTER_TRAINING_RUNTIME",
     "CheckContext",
+    "ClusterTrainingRuntimeKind",
     "DDPJOB",
     "Inner",
     "Kind",
+    "MisgroupedTrainerKind",
     "PYTORCHJOB",
     "PodTemplateView",
     "PyTorchJobKind",
     "StatusModel",
+    "TRAINING_RUNTIME",
+    "TRAINJOB",
+    "TrainJobKind",
+    "TrainingRuntimeKind",
     "Unwrapped",
     "Wrapper",
     "kinds",

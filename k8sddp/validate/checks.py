@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jsonschema_rs
 
 from .. import guardvars as gv
 from ..resources import load_schema
-from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
+from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY, container_rules
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
 from .jobparts import MAPPING as _MAPPING
 from .jobparts import get as _get
@@ -26,7 +26,7 @@ from .jobparts import replicas as _replicas
 from .rawfinding import RawFinding, json_path
 from .strictchecks import check_host_access, check_sizes, check_volumes
 
-__all__ = ["check_guardrails", "check_structure"]
+__all__ = ["check_guardrails", "check_structure", "container_guard_findings", "env_entries", "schema_findings"]
 
 #: Kubernetes object names (Services included) are at most 63 characters (DNS-1035 label).
 SERVICE_NAME_MAX = 63
@@ -131,24 +131,43 @@ def prune_nulls(value: Any) -> Any:
     return value
 
 
+def schema_findings(
+    schema_name: str, obj: Mapping[str, Any], message: Callable[[str, tuple[Any, ...], str, Any], str], default_rule: str
+) -> list[RawFinding]:
+    """The findings of one object against a generated structure schema of ``schemas/``.
+
+    Args:
+        schema_name: the schema's file name (``pytorchjob.structure.json``).
+        obj: the object (``null`` members are pruned first, as the API server does, when it fails as written).
+        message: ``(rule id, path, validator message, offending value) -> finding message``.
+        default_rule: the rule of an error under no ``x-k8sddp-rule``.
+
+    Returns:
+        One finding per rule and path (an unknown key is reported at the key itself).
+    """
+    findings: list[RawFinding] = []
+    validator = _validator(schema_name)
+    if validator.is_valid(obj) or validator.is_valid(pruned := prune_nulls(obj)):
+        return findings
+    schema = load_schema(schema_name)
+    seen: set[tuple[str, tuple[Any, ...]]] = set()
+    for err in validator.iter_errors(pruned):
+        rule_id = _rule_of(schema, list(err.schema_path)) or default_rule
+        path = tuple(err.instance_path) + _offending_key(err)
+        if (rule_id, path) in seen:
+            continue
+        seen.add((rule_id, path))
+        findings.append(RawFinding(rule_id, path, message(rule_id, path, err.message, err.instance)))
+    return findings
+
+
 def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
     """Layer 1 for one PyTorchJob object.
 
     Returns:
         Findings of rules KDP101-KDP107, one per rule and path.
     """
-    findings: list[RawFinding] = []
-    schema = load_schema("pytorchjob.structure.json")
-    validator = _validator("pytorchjob.structure.json")
-    if not validator.is_valid(job) and not validator.is_valid(pruned := prune_nulls(job)):
-        seen: set[tuple[str, tuple[Any, ...]]] = set()
-        for err in validator.iter_errors(pruned):
-            rule_id = _rule_of(schema, list(err.schema_path)) or "KDP101"
-            path = tuple(err.instance_path) + _offending_key(err)
-            if (rule_id, path) in seen:
-                continue
-            seen.add((rule_id, path))
-            findings.append(RawFinding(rule_id, path, _structure_message(rule_id, path, err.message, err.instance)))
+    findings = schema_findings("pytorchjob.structure.json", job, _structure_message, "KDP101")
     findings += _check_service_names(job)
     findings += _check_list_maps(job)
     return findings
@@ -258,6 +277,22 @@ def _safety_net_value(env: dict[str, EnvValue], name: str) -> EnvValue | None:
     return dict.get(env, name)
 
 
+def env_entries(env: dict[str, EnvValue]) -> list[dict[str, Any]]:
+    """The effective environment as the ``env`` list the guard schemas read: ``{name, value}``,
+    or ``{name, x-k8sddp-unresolved}`` where the input cannot tell the value."""
+    names = list(dict.keys(env)) + [n for n in _REQUIRED_NAMES if n not in dict.keys(env) and n in env]
+    entries = []
+    for name in names:
+        value = _safety_net_value(env, name) if name in gv.SAFETY_NETS else env.get(name)
+        if value is None:
+            continue
+        if value.value is None:
+            entries.append({"name": name, UNRESOLVED_KEY: value.unresolved})
+        else:
+            entries.append({"name": name, "value": value.value})
+    return entries
+
+
 def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]]) -> Mapping[str, Any]:
     """A shallow copy of ``job`` whose pytorch containers' ``env`` is the effective environment."""
     if not envs:
@@ -272,19 +307,8 @@ def _resolved_view(job: Mapping[str, Any], envs: dict[str, dict[str, EnvValue]])
         if found is None or rtype not in envs:
             continue
         _, container = found
-        env = envs[rtype]
-        names = list(dict.keys(env)) + [n for n in _REQUIRED_NAMES if n not in dict.keys(env) and n in env]
-        entries = []
-        for name in names:
-            value = _safety_net_value(env, name) if name in gv.SAFETY_NETS else env.get(name)
-            if value is None:
-                continue
-            if value.value is None:
-                entries.append({"name": name, UNRESOLVED_KEY: value.unresolved})
-            else:
-                entries.append({"name": name, "value": value.value})
         new_container = {k: v for k, v in container.items() if k != "envFrom"}
-        new_container["env"] = entries
+        new_container["env"] = env_entries(envs[rtype])
         rep = dict(replica)
         template = dict(rep.get("template") or {})
         pod = dict(template.get("spec") or {})
@@ -319,8 +343,7 @@ def _describe(name: str, value: EnvValue | None) -> str:
     return f"{name} is {value.value!r}{where}"
 
 
-def _env_message(rule_id: str, rtype: str, env: dict[str, EnvValue]) -> str:
-    who = f"replica {rtype}, container pytorch: "
+def _env_message(rule_id: str, who: str, env: dict[str, EnvValue]) -> str:
     if rule_id == "KDP201":
         current = env.get(gv.ASYNC_ERROR_HANDLING)
         legacy = env.get(gv.LEGACY_ASYNC_ERROR_HANDLING)
@@ -399,7 +422,7 @@ def check_guardrails(
                 container = _get(job, *base)
                 field = "volumeMounts" if rule_id == "KDP307" else "env"
                 path = (*base, field) if isinstance(container, _MAPPING) and field in container else base
-                findings.append(RawFinding(rule_id, path, _env_message(rule_id, rtype, envs[rtype])))
+                findings.append(RawFinding(rule_id, path, _env_message(rule_id, f"replica {rtype}, container pytorch: ", envs[rtype])))
             elif rule_id == "KDP308":
                 if (rule_id, "") in seen:
                     continue
@@ -417,3 +440,35 @@ def check_guardrails(
         findings += check_sizes(job, container_index)
         findings += check_host_access(job)
     return findings
+
+
+@functools.cache
+def _container_validator(profile: str) -> tuple[dict[str, Any], Any]:
+    schema = {"allOf": container_rules(profile)}
+    return schema, jsonschema_rs.validator_for(schema)
+
+
+def container_guard_findings(container: Mapping[str, Any], env: dict[str, EnvValue], profile: str, who: str) -> list[tuple[str, str]]:
+    """The guard rules one training container fails, for kinds other than PyTorchJob.
+
+    The same container rules as the PyTorchJob profiles (:func:`k8sddp.schemagen.container_rules`:
+    KDP201, KDP202, and under strict KDP301-KDP307's schema part), applied to ``container`` with
+    its ``env`` replaced by the effective environment ``env``.
+
+    Args:
+        container: the training container as the kind resolves it (a merged one, say).
+        env: its effective environment (:func:`.envresolve.effective_env`).
+        profile: ``baseline`` or ``strict``.
+        who: how messages name the container, ending in ``": "`` (``"TrainJob trainer (runtime
+            torch-distributed, container node): "``).
+
+    Returns:
+        ``(rule id, message)`` once per failing rule, in rule order.
+    """
+    schema, validator = _container_validator(profile)
+    view = {k: v for k, v in container.items() if k != "envFrom"}
+    view["env"] = env_entries(env)
+    if validator.is_valid(view):
+        return []
+    failed = sorted({_rule_of(schema, list(err.schema_path)) for err in validator.iter_errors(view)} - {""})
+    return [(rule_id, _env_message(rule_id, who, env)) for rule_id in failed]

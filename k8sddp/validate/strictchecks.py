@@ -17,7 +17,7 @@ from .jobparts import get as _get
 from .jobparts import replicas as _replicas
 from .rawfinding import RawFinding
 
-__all__ = ["check_host_access", "check_sizes", "check_volumes"]
+__all__ = ["check_host_access", "check_sizes", "check_volumes", "pod_volume_findings"]
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 #: Volume kinds that outlive the pod.
@@ -59,44 +59,64 @@ def check_volumes(
         pod = _get(replica, "template", "spec") or {}
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
         container = _get(job, *base) or {}
-        mounts = [m for m in _list(container.get("volumeMounts")) if isinstance(m, _MAPPING)]
-        for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
-            value = envs[rtype].get(var)
-            if (rule_id, rtype) in seen or value is None or not value.value:
-                continue
-            persistent = False
-            # Normalised, so that "/ckpt/../tmp/x" is not taken for a path on the /ckpt volume.
-            target = posixpath.normpath(value.value)
-            for m in mounts:
-                mount_path = posixpath.normpath(str(m.get("mountPath", ""))) if m.get("mountPath") else ""
-                if mount_path and (target == mount_path or target.startswith(mount_path.rstrip("/") + "/")):
-                    vol = _pod_volume(pod, m.get("name"))
-                    persistent = vol is not None and _writable_persistent(vol, m)
-                    if persistent:
-                        break
-            if not persistent:
-                findings.append(
-                    RawFinding(
-                        rule_id,
-                        (*base, "env"),
-                        f"replica {rtype}, container pytorch: {var}={value.value!r} is not on a persistent volume "
-                        f"(no writable volumeMount of a persistentVolumeClaim or nfs volume contains it: a readOnly mount or claim does not count); "
-                        "it would die with the pod, or cannot be written",
-                    )
+        skip = frozenset(rule for rule, r in seen if r == rtype)
+        for rule_id, field, message in pod_volume_findings(pod, container, envs[rtype], skip):
+            findings.append(RawFinding(rule_id, (*base, field), f"replica {rtype}, container pytorch: {message}"))
+    return findings
+
+
+def pod_volume_findings(
+    pod: Mapping[str, Any], container: Mapping[str, Any], env: dict[str, EnvValue], skip: frozenset[str] = frozenset()
+) -> list[tuple[str, str, str]]:
+    """KDP304/KDP305 and KDP307 for one training container of one pod spec (any kind).
+
+    Args:
+        pod: the pod spec (its ``volumes``).
+        container: the training container (its ``volumeMounts``).
+        env: the container's effective environment.
+        skip: rules already reported for this container (a missing variable, say).
+
+    Returns:
+        ``(rule id, container field the finding is about: "env" or "volumeMounts", message)``.
+    """
+    findings = []
+    mounts = [m for m in _list(container.get("volumeMounts")) if isinstance(m, _MAPPING)]
+    for rule_id, var in (("KDP304", gv.FR_DUMP_TEMP_FILE), ("KDP305", gv.ARTIFACT_DIR)):
+        value = env.get(var)
+        if rule_id in skip or value is None or not value.value:
+            continue
+        persistent = False
+        # Normalised, so that "/ckpt/../tmp/x" is not taken for a path on the /ckpt volume.
+        target = posixpath.normpath(value.value)
+        for m in mounts:
+            mount_path = posixpath.normpath(str(m.get("mountPath", ""))) if m.get("mountPath") else ""
+            if mount_path and (target == mount_path or target.startswith(mount_path.rstrip("/") + "/")):
+                vol = _pod_volume(pod, m.get("name"))
+                persistent = vol is not None and _writable_persistent(vol, m)
+                if persistent:
+                    break
+        if not persistent:
+            findings.append(
+                (
+                    rule_id,
+                    "env",
+                    f"{var}={value.value!r} is not on a persistent volume "
+                    f"(no writable volumeMount of a persistentVolumeClaim or nfs volume contains it: a readOnly mount or claim does not count); "
+                    "it would die with the pod, or cannot be written",
                 )
-        if ("KDP307", rtype) not in seen:
-            shm = [m for m in mounts if m.get("mountPath") and posixpath.normpath(str(m["mountPath"])) == "/dev/shm"]
-            vol = _pod_volume(pod, shm[0].get("name")) if shm else None
-            medium = _get(vol, "emptyDir", "medium") if vol else None
-            if shm and medium != "Memory":
-                findings.append(
-                    RawFinding(
-                        "KDP307",
-                        (*base, "volumeMounts"),
-                        f"replica {rtype}, container pytorch: /dev/shm is mounted from volume {shm[0].get('name')!r}, "
-                        "which is not an emptyDir with medium: Memory",
-                    )
+            )
+    if "KDP307" not in skip:
+        shm = [m for m in mounts if m.get("mountPath") and posixpath.normpath(str(m["mountPath"])) == "/dev/shm"]
+        vol = _pod_volume(pod, shm[0].get("name")) if shm else None
+        medium = _get(vol, "emptyDir", "medium") if vol else None
+        if shm and medium != "Memory":
+            findings.append(
+                (
+                    "KDP307",
+                    "volumeMounts",
+                    f"/dev/shm is mounted from volume {shm[0].get('name')!r}, which is not an emptyDir with medium: Memory",
                 )
+            )
     return findings
 
 

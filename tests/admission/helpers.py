@@ -135,8 +135,8 @@ def get(server: WebhookServer, ctx: ssl.SSLContext, path: str) -> tuple[int, byt
 
 
 class FakeApiServer:
-    """A tiny stand-in for the Kubernetes API on 127.0.0.1 (plain HTTP): GET of ConfigMaps and
-    Namespaces from dicts, 403 for names in ``forbidden``, a wait of ``delays[name]`` seconds
+    """A tiny stand-in for the Kubernetes API on 127.0.0.1 (plain HTTP): GET of ConfigMaps,
+    Namespaces and other objects (``objects``, by path) from dicts, 403 for names in ``forbidden``, a wait of ``delays[name]`` seconds
     before answering for a ConfigMap; records every path requested."""
 
     def __init__(self) -> None:
@@ -145,6 +145,8 @@ class FakeApiServer:
         self.forbidden: set[str] = set()
         self.delays: dict[str, float] = {}
         self.requests: list[str] = []
+        #: Other objects by URL path without the leading slash (custom resources).
+        self.objects: dict[str, dict[str, Any]] = {}
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -155,7 +157,9 @@ class FakeApiServer:
                 outer.requests.append(self.path)
                 parts = self.path.split("?")[0].strip("/").split("/")
                 status, body = 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
-                if parts[:3] == ["api", "v1", "namespaces"]:
+                if "/".join(parts) in outer.objects:
+                    status, body = 200, outer.objects["/".join(parts)]
+                elif parts[:3] == ["api", "v1", "namespaces"]:
                     if len(parts) == 6 and parts[4] == "configmaps":
                         ns, name = parts[3], parts[5]
                         time.sleep(outer.delays.get(name, 0.0))

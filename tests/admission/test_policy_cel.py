@@ -159,7 +159,8 @@ def test_match_conditions_skip_unchanged_updates_and_deletions(vap: PolicyEvalua
 def test_export_cli_yaml_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "export", "--format", "vap"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
-    assert [d["kind"] for d in docs] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
+    # The PyTorchJob policy and binding, then the TrainJob's (k8sddp.admission.celtrainer).
+    assert [d["kind"] for d in docs] == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"] * 2
     assert docs == vap_objects()  # YAML round-trips exactly (block CEL included)
     assert docs[0]["metadata"]["annotations"]["k8sddp.dev/catalogue-version"] == CATALOGUE_VERSION
     assert docs[1]["spec"]["policyName"] == docs[0]["metadata"]["name"]
