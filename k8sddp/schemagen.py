@@ -33,6 +33,7 @@ SCHEMA_BASE = "https://k8sddp.dev/schemas/"
 RULE_KEY = "x-k8sddp-rule"
 
 DEFAULT_CRD = Path(__file__).resolve().parent.parent.parent / "shared/reference/kubeflow/kubeflow.org_pytorchjobs.yaml"
+DEFAULT_KUBERAY = Path(__file__).resolve().parent.parent.parent / "shared/reference/kuberay"
 
 # Kubernetes apimachinery validation patterns (k8s.io/apimachinery/pkg/util/validation).
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -136,9 +137,9 @@ def _replica(template_spec: dict[str, Any], *, required: bool = False) -> dict[s
     return {"properties": {"spec": {"properties": {"pytorchReplicaSpecs": {"additionalProperties": replica}}}}}
 
 
-def structure_schema(crd_path: Path) -> dict[str, Any]:
-    """Layer 1: everything the API server and the Kubeflow operator would refuse."""
-    metadata = {
+def metadata_rule() -> dict[str, Any]:
+    """KDP102: ``metadata`` as the API server checks ObjectMeta (any kind)."""
+    return {
         RULE_KEY: "KDP102",
         "required": ["metadata"],
         "properties": {
@@ -162,6 +163,11 @@ def structure_schema(crd_path: Path) -> dict[str, Any]:
             }
         },
     }
+
+
+def structure_schema(crd_path: Path) -> dict[str, Any]:
+    """Layer 1: everything the API server and the Kubeflow operator would refuse."""
+    metadata = metadata_rule()
     job_name = {
         RULE_KEY: "KDP103",
         "properties": {"metadata": {"properties": {"name": {"type": "string", "maxLength": 63, "pattern": DNS1035_LABEL}}}},
@@ -375,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     """Write the generated schemas into ``--out`` (default: the repository's ``schemas/``)."""
     parser = argparse.ArgumentParser(prog="python -m k8sddp.schemagen", description=__doc__.split("\n")[0])
     parser.add_argument("--crd", type=Path, default=DEFAULT_CRD, help="the PyTorchJob CRD YAML")
+    parser.add_argument("--kuberay", type=Path, default=DEFAULT_KUBERAY, help="the folder of the KubeRay v1.7.0 CRDs")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "schemas")
     args = parser.parse_args(argv)
     if not args.crd.is_file():
@@ -382,7 +389,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .atomic import write_text_atomic
 
-    for name, schema in generate(args.crd).items():
+    if not args.kuberay.is_dir():
+        print(f"schemagen: KubeRay CRD folder not found: {args.kuberay}", file=sys.stderr)
+        return 2
+    from .schemagen_ray import generate_ray
+
+    for name, schema in {**generate(args.crd), **generate_ray(args.kuberay)}.items():
         write_text_atomic(args.out / name, dump(schema))
         print(f"wrote {args.out / name}")
     return 0

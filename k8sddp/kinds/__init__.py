@@ -30,6 +30,7 @@ from __future__ import annotations
 from .. import validate as _validate  # noqa: F401
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
+from .ray import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYSERVICE, RayKind
 from .registry import (
     kinds,
     lookup,
@@ -48,6 +49,11 @@ __all__ = [
     "PYTORCHJOB",
     "PodTemplateView",
     "PyTorchJobKind",
+    "RAYCLUSTER",
+    "RAYCRONJOB",
+    "RAYJOB",
+    "RAYSERVICE",
+    "RayKind",
     "StatusModel",
     "Unwrapped",
     "Wrapper",
