@@ -20,6 +20,9 @@ def register(sub: Any) -> None:
     p.add_argument("spec", metavar="SPEC", help="DDPJob spec file, or - for stdin")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (repeatable), e.g. spec.nodes=4")
     p.add_argument("--set-string", dest="set_strings", action="append", default=[], metavar="PATH=VALUE", help="like --set, but VALUE is always a string (spec.torchVersion=2.10)")
+    from ..render.engine import TARGETS
+
+    p.add_argument("--target", choices=sorted(TARGETS), default="pytorchjob", help="the kind to render (default pytorchjob; rayjob and raycluster: KubeRay ray.io/v1)")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="output format (default yaml)")
     p.add_argument("--out", metavar="FILE", help="write to FILE atomically instead of stdout")
     p.set_defaults(handler=run)
@@ -33,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec, sets=args.sets, set_strings=args.set_strings)
     try:
-        result = render_spec(spec)
+        result = render_spec(spec, target=args.target)
     except SpecError as exc:
         exc.file = exc.file or ("<stdin>" if args.spec == "-" else args.spec)
         raise

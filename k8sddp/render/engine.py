@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import jinja2
@@ -16,10 +17,32 @@ from ..resources import templates_dir
 from ..validate import validate_objects
 from ..validate.yamlio import load_documents
 from .model import build_model
+from .raymodel import build_ray_model
 
-__all__ = ["RenderResult", "render_spec", "to_yaml"]
+__all__ = ["TARGETS", "RenderResult", "Target", "render_spec", "to_yaml"]
 
 TEMPLATE = "pytorchjob.yaml.j2"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One ``render --target``: its template and the model function that fills it."""
+
+    template: str
+    build: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _pytorchjob_context(spec: dict[str, Any]) -> dict[str, Any]:
+    model = build_model(spec)
+    return {**model, "pod_spec": model["pod"]}
+
+
+#: ``render --target`` name -> template and model (one entry per kind k8sddp renders).
+TARGETS: dict[str, Target] = {
+    "pytorchjob": Target(TEMPLATE, _pytorchjob_context),
+    "rayjob": Target("rayjob.yaml.j2", build_ray_model),
+    "raycluster": Target("raycluster.yaml.j2", build_ray_model),
+}
 
 
 def yaml_value(value: Any) -> str:
@@ -60,8 +83,8 @@ def to_yaml(objects: list[dict[str, Any]]) -> str:
     return "---\n".join(yaml.safe_dump(o, sort_keys=False, default_flow_style=False, width=10_000) for o in objects)
 
 
-def render_spec(spec: dict[str, Any]) -> RenderResult:
-    """Render a checked DDPJob spec (see :func:`k8sddp.render.load_spec`).
+def render_spec(spec: dict[str, Any], target: str = "pytorchjob") -> RenderResult:
+    """Render a checked DDPJob spec (see :func:`k8sddp.render.load_spec`) as ``target`` (:data:`TARGETS`).
 
     The output is parsed back and must pass structure and the ``strict`` profile before it is
     returned: a template or model bug can never ship an unguarded manifest.
@@ -71,16 +94,15 @@ def render_spec(spec: dict[str, Any]) -> RenderResult:
         ValidationError: the rendered manifest failed its own check (a k8sddp bug; findings attached).
         K8sddpError: the template failed to render.
     """
-    model = build_model(spec)
-    context = dict(model)
-    context["pod_spec"] = model["pod"]
+    chosen = TARGETS[target]
+    context = chosen.build(spec)
     try:
-        text = _environment().get_template(TEMPLATE).render(**context)
+        text = _environment().get_template(chosen.template).render(**context)
     except jinja2.TemplateError as exc:
-        raise K8sddpError(f"template {TEMPLATE} failed: {exc}") from exc
+        raise K8sddpError(f"template {chosen.template} failed: {exc}") from exc
     docs, problems = load_documents(text)
     if problems:
-        raise K8sddpError(f"template {TEMPLATE} produced invalid YAML: {problems[0].message} (line {problems[0].line})")
+        raise K8sddpError(f"template {chosen.template} produced invalid YAML: {problems[0].message} (line {problems[0].line})")
     objects = [d.data for d in docs if d.data is not None]
     report = validate_objects(objects, file="<rendered>", profile="strict")
     failing = report.failing()
