@@ -12,10 +12,10 @@ def register(sub: Any) -> None:
     """Add the ``render`` subcommand to ``sub`` (an argparse subparsers object)."""
     p = sub.add_parser(
         "render",
-        help="render a DDPJob spec into a guarded PyTorchJob",
+        help="render a DDPJob spec into a guarded PyTorchJob (or a KubeRay RayJob/RayCluster)",
         description="Render a DDPJob spec (file or - for stdin) into a Kubeflow PyTorchJob with the guard "
         "variables, timeouts, /dev/shm and restart policy baked in. The output is validated (strict) before "
-        "it is written. Exit codes: 0 ok, 1 invalid spec, 2 usage error or unreadable input.",
+        "it is written. --target rayjob|raycluster renders a KubeRay RayJob or RayCluster instead (docs/ray.md). Exit codes: 0 ok, 1 invalid spec, 2 usage error or unreadable input.",
     )
     p.add_argument("spec", metavar="SPEC", help="DDPJob spec file, or - for stdin")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (repeatable), e.g. spec.nodes=4")
