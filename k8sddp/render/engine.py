@@ -19,7 +19,7 @@ from ..validate.yamlio import load_documents
 from .model import build_model
 from .raymodel import build_ray_model
 
-__all__ = ["TARGETS", "RenderResult", "Target", "render_spec", "to_yaml"]
+__all__ = ["RenderResult", "TARGETS", "Target", "render_spec", "to_yaml"]
 
 TEMPLATE = "pytorchjob.yaml.j2"
 
