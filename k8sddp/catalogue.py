@@ -56,6 +56,10 @@ BLOCKING_WAIT = (
 TRAINER_CRDS = "Kubeflow Trainer v2.3.0 CRDs manifests/base/crds/trainer.kubeflow.org_{trainjobs,trainingruntimes,clustertrainingruntimes}.yaml"
 TRAINER_BUILDER = "Kubeflow Trainer v2.3.0 pkg/runtime/framework/plugins/jobset/builder.go (Builder.Trainer) and pkg/runtime/core/trainingruntime.go (newRuntimeInfo)"
 TRAINER_WEBHOOK = "Kubeflow Trainer v2.3.0 pkg/runtime/framework/plugins/jobset/jobset.go (Validate) and plugins/torch/torch.go (Validate)"
+KUBERAY_CRD = "KubeRay v1.7.0 CRDs ray.io_{rayjobs,rayclusters,rayservices,raycronjobs}.yaml (ray-project/kuberay ray-operator/config/crd/bases)"
+KUBERAY_POD = "ray-project/kuberay v1.7.0 ray-operator/controllers/ray/common/pod.go (the Ray container is containers[RayContainerIndex = 0]; /dev/shm memory emptyDir)"
+RAY_RUNTIME_ENV = "Ray 2.60 runtime environments: env_vars (dict of str to str) reach every worker and win over the node's env (measured: pod 3, runtime env 1 gave 1); InteractiveMode ignores runtimeEnvYAML (KubeRay RayJob docs)"
+RAY_TRAIN = "ray-project/ray python/ray/train/torch/config.py (TorchConfig.timeout_s = 1800; TORCH_NCCL_ASYNC_ERROR_HANDLING set only when unset) and ray.train v2 RAY_TRAIN_COLLECTIVE_TIMEOUT_S"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,6 +163,15 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP136", "runtime-ref", _E, "structure", "spec.runtimeRef names apiGroup trainer.kubeflow.org and kind TrainingRuntime or ClusterTrainingRuntime.",
          "The controller resolves no other runtime: the TrainJob never starts.",
          "Kubeflow Trainer v2.3.0 pkg/runtime/runtime.go (RuntimeRefToRuntimeRegistryKey), pkg/webhooks/trainjob_webhook.go"),
+    Rule("KDP150", "ray-crd-schema", _E, "structure", "A RayJob, RayCluster, RayService or RayCronJob matches its KubeRay v1.7.0 CRD's openAPIV3Schema.",
+         "The API server rejects it, or prunes unknown fields silently so a setting is lost.",
+         KUBERAY_CRD),
+    Rule("KDP151", "ray-container", _E, "structure", "containers[0] of the head group and of every worker group has a non-empty image.",
+         "KubeRay runs ray start in containers[0] of each group's pods (a sidecar listed first would become the Ray node); a pod without an image is refused when the operator creates it.",
+         KUBERAY_POD),
+    Rule("KDP152", "ray-runtime-env", _E, "structure", "runtimeEnvYAML (and serveConfigV2) is YAML; a runtime env is a mapping whose env_vars map names to strings.",
+         "KubeRay unmarshals runtimeEnvYAML before it submits the job and Ray refuses env_vars that are not strings: the job fails at submission, after the cluster started.",
+         "ray-project/kuberay v1.7.0 ray-operator/controllers/ray/utils/validation.go (runtimeEnvYAML); " + RAY_RUNTIME_ENV),
     # -- baseline --------------------------------------------------------------------------
     Rule("KDP201", "nccl-async-error-handling", _E, "baseline",
          "The pytorch container's effective TORCH_NCCL_ASYNC_ERROR_HANDLING (or, where absent, NCCL_ASYNC_ERROR_HANDLING) is 1 or 3.",
@@ -193,6 +206,14 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP230", "trainer-runtime-unresolved", _E, "baseline", "The training runtime a TrainJob refers to is in the input (or, on a cluster, readable), so its effective trainer container can be checked.",
          "The guards of a TrainJob live mostly in its runtime's node container: without the runtime they cannot be verified, and an unchecked job is not a passing one.",
          TRAINER_BUILDER),
+    Rule("KDP250", "ray-runtime-env-weakens-guard", _W, "baseline",
+         "A Ray runtime env does not set TORCH_NCCL_ASYNC_ERROR_HANDLING (or NCCL_ASYNC_ERROR_HANDLING) to 1 where the pod env sets 3.",
+         "The runtime env's env_vars win over the pod's: mode 1 aborts the communicator before the process dies, which can kill rank 0 before the flight recorder dumps (the race mode 3 closes).",
+         RAY_RUNTIME_ENV + "; pytorch/pytorch#121055"),
+    Rule("KDP251", "ray-selected-cluster-unverifiable", _E, "baseline",
+         "A RayJob with clusterSelector names (ray.io/cluster) a RayCluster that the input holds.",
+         "The job has no pods of its own: its training runs with the selected cluster's env, so its guards can only be checked there.",
+         "ray-project/kuberay v1.7.0 ray-operator/controllers/ray/rayjob_controller.go (clusterSelector key ray.io/cluster)"),
     # -- strict ----------------------------------------------------------------------------
     Rule("KDP301", "process-group-timeout", _E, "strict",
          "K8SDDP_PG_TIMEOUT_SECONDS is a positive whole number of seconds, at most 7 days (604800).",
@@ -243,6 +264,30 @@ _RULES: tuple[Rule, ...] = (
     Rule("KDP340", "trainer-failure-policy", _E, "strict", "A training runtime's trainer Job fails for good on exit codes 1-127 of container node (podFailurePolicy FailJob, JobSet failurePolicy FailJobSet on PodFailurePolicy) and retries the rest (backoffLimit 0, maxRestarts).",
          "Trainer v2 has no ExitCode restart policy: without this a deterministic error (exit 1) restarts the whole JobSet up to maxRestarts, or a retryable one (a hang exit >= 128) fails it at once.",
          "k8sddp docs/trainer.md (failure policy); JobSet v0.12.0 api/jobset/v1alpha2/jobset_types.go (FailurePolicyRule); Kubernetes Job podFailurePolicy"),
+    Rule("KDP360", "ray-active-deadline", _E, "strict",
+         "A RayJob (a RayCronJob's jobTemplate) sets activeDeadlineSeconds.",
+         "A hung collective is not detected by Ray (the train loop runs in a thread while the actor answers health checks): a hung job stays RUNNING until a deadline stops it.",
+         KUBERAY_CRD + " (RayJobSpec.activeDeadlineSeconds); measured with Ray 2.60"),
+    Rule("KDP361", "ray-backoff-limit", _E, "strict",
+         "A RayJob sets backoffLimit explicitly.",
+         "How often a failed job is retried (with a new cluster) is then a decision, not the default 0 that nobody read.",
+         KUBERAY_CRD + " (RayJobSpec.backoffLimit, default 0)"),
+    Rule("KDP362", "ray-cluster-cleanup", _E, "strict",
+         "A RayJob that creates its cluster sets shutdownAfterJobFinishes: true or a deletionStrategy.",
+         "Otherwise the RayCluster and its GPUs stay after the job ends.",
+         KUBERAY_CRD + " (shutdownAfterJobFinishes, deletionStrategy)"),
+    Rule("KDP363", "ray-version", _E, "strict",
+         "The RayClusterSpec sets rayVersion.",
+         "KubeRay selects version-dependent behaviour (autoscaler, features) by it; without it the cluster's Ray version is whatever the image holds, unrecorded.",
+         KUBERAY_CRD + " (RayClusterSpec.rayVersion)"),
+    Rule("KDP364", "ray-collective-timeout", _E, "strict",
+         "RAY_TRAIN_COLLECTIVE_TIMEOUT_S in every group's Ray container (or the runtime env) is a positive number of seconds.",
+         "Ray Train's own collectives (a ray.train.report reached by some ranks only) wait forever by default.",
+         RAY_TRAIN),
+    Rule("KDP365", "ray-dev-shm", _E, "strict",
+         "/dev/shm in every group's Ray container is KubeRay's memory emptyDir (nothing else mounted there) or a memory-backed emptyDir of the pod.",
+         "The container runtime's 64 MiB /dev/shm makes DataLoader workers and Ray's object store fail; mounting another volume there replaces KubeRay's.",
+         KUBERAY_POD),
     # -- lint ------------------------------------------------------------------------------
     Rule("KDP500", "python-syntax", _E, "lint", "The training script parses as Python.",
          "A file the linter cannot parse is not checked at all; the job would fail at import anyway.",

@@ -105,3 +105,17 @@ def guard_env(
         (FR_DUMP_TEMP_FILE, artifact_dir.rstrip("/") + "/fr/rank-"),
     ]
     return env
+
+
+# -- Ray Train ----------------------------------------------------------------------------------
+#: Ray Train's bound on its own collectives (``ray.train.report`` reached by some ranks only waits
+#: forever without it; Ray's default is no timeout). Set by render, demanded by strict validate,
+#: returned by ``k8sddp.ray.trainer_kwargs()``.
+RAY_COLLECTIVE_TIMEOUT = "RAY_TRAIN_COLLECTIVE_TIMEOUT_S"
+#: k8sddp's value: the process-group timeout, so neither bound outlives the other.
+DEFAULT_RAY_COLLECTIVE_TIMEOUT_SECONDS = DEFAULT_PG_TIMEOUT_SECONDS
+#: Ray Train's own ``TorchConfig.timeout_s`` default (ray-project/ray python/ray/train/torch/config.py):
+#: the same 1800 s as k8sddp's process-group timeout.
+RAY_TORCH_CONFIG_TIMEOUT_SECONDS = 1800
+#: ``FailureConfig.max_failures`` at least this: a hang exit must be restarted from the checkpoint.
+MIN_RAY_MAX_FAILURES = 1

@@ -40,6 +40,7 @@ SCHEMA_BASE = "https://k8sddp.dev/schemas/"
 RULE_KEY = "x-k8sddp-rule"
 
 DEFAULT_CRD = Path(__file__).resolve().parent.parent.parent / "shared/reference/kubeflow/kubeflow.org_pytorchjobs.yaml"
+DEFAULT_KUBERAY = Path(__file__).resolve().parent.parent.parent / "shared/reference/kuberay"
 
 # Kubernetes apimachinery validation patterns (k8s.io/apimachinery/pkg/util/validation).
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
@@ -462,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m k8sddp.schemagen", description=__doc__.split("\n")[0])
     parser.add_argument("--crd", type=Path, default=DEFAULT_CRD, help="the PyTorchJob CRD YAML")
     parser.add_argument("--trainer-crds", type=Path, default=None, help="the folder of the Kubeflow Trainer v2 CRDs (default: kubeflow-trainer beside the PyTorchJob CRD's folder)")
+    parser.add_argument("--kuberay", type=Path, default=DEFAULT_KUBERAY, help="the folder of the KubeRay v1.7.0 CRDs")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "schemas")
     args = parser.parse_args(argv)
     if not args.crd.is_file():
@@ -469,7 +471,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from .atomic import write_text_atomic
 
-    for name, schema in generate(args.crd, args.trainer_crds).items():
+    if not args.kuberay.is_dir():
+        print(f"schemagen: KubeRay CRD folder not found: {args.kuberay}", file=sys.stderr)
+        return 2
+    from .schemagen_ray import generate_ray
+
+    for name, schema in {**generate(args.crd, args.trainer_crds), **generate_ray(args.kuberay)}.items():
         write_text_atomic(args.out / name, dump(schema))
         print(f"wrote {args.out / name}")
     return 0

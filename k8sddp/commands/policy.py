@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
     )
     e.add_argument("--format", choices=["vap", "kyverno"], required=True,
                    help="vap: ValidatingAdmissionPolicy + binding; kyverno: ClusterPolicy")
+    e.add_argument("--kind", choices=["pytorchjob", "ray"], default="pytorchjob",
+                   help="pytorchjob (default), or ray: one policy and binding per KubeRay kind "
+                   "(RayJob, RayCluster, RayService, RayCronJob; --format vap only)")
     e.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
                    help="yaml (documents separated by ---) or json (a v1 List)")
     e.add_argument("--out", default=None, metavar="FILE", help="write to FILE atomically instead of stdout")
@@ -139,7 +142,13 @@ def run(args: argparse.Namespace) -> int:
     elif args.exempt_namespace_label:
         exempt = _label(args.exempt_namespace_label)
     name = args.name or POLICY_NAME
-    if args.format == "vap":
+    if args.kind == "ray":
+        if args.format != "vap":
+            raise UsageError("--kind ray is exported as ValidatingAdmissionPolicies only (--format vap)")
+        from ..admission.raypolicy import ray_vap_objects
+
+        objs = ray_vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail")
+    elif args.format == "vap":
         objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail",
                            actions=actions)
     else:

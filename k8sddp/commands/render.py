@@ -12,8 +12,8 @@ def register(sub: Any) -> None:
     """Add the ``render`` subcommand to ``sub`` (an argparse subparsers object)."""
     p = sub.add_parser(
         "render",
-        help="render a DDPJob spec into a guarded PyTorchJob or TrainJob",
-        description="Render a DDPJob spec (file or - for stdin) into a Kubeflow PyTorchJob (or, with --target trainjob, a Trainer v2 TrainJob) with the guard "
+        help="render a DDPJob spec into a guarded PyTorchJob, TrainJob, RayJob or RayCluster",
+        description="Render a DDPJob spec (file or - for stdin) into a Kubeflow PyTorchJob (or a Trainer v2 TrainJob, a KubeRay RayJob or RayCluster, --target) with the guard "
         "variables, timeouts, /dev/shm and restart policy baked in. The output is validated (strict) before "
         "it is written. Exit codes: 0 ok, 1 invalid spec, 2 usage error or unreadable input.",
     )
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
         "--target",
         choices=tuple(TARGETS),
         default="pytorchjob",
-        help="what to render (default pytorchjob); trainjob: a Kubeflow Trainer v2 TrainJob for the runtime of `k8sddp runtime render`",
+        help="what to render (default pytorchjob); trainjob: a Kubeflow Trainer v2 TrainJob for the runtime of `k8sddp runtime render`; rayjob, raycluster: KubeRay ray.io/v1 (docs/ray.md)",
     )
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="PATH=VALUE", help="override a spec value (repeatable), e.g. spec.nodes=4")
     p.add_argument("--set-string", dest="set_strings", action="append", default=[], metavar="PATH=VALUE", help="like --set, but VALUE is always a string (spec.torchVersion=2.10)")

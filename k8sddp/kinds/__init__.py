@@ -39,6 +39,7 @@ from .. import validate as _validate  # noqa: F401
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
 from .ddpjob import DDPJOB  # (a wrapper: k8sddp's DDPJob spec, checked and rendered)
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
+from .ray import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYSERVICE, RayKind
 from .registry import (
     kinds,
     lookup,
@@ -68,6 +69,11 @@ __all__ = [
     "PYTORCHJOB",
     "PodTemplateView",
     "PyTorchJobKind",
+    "RAYCLUSTER",
+    "RAYCRONJOB",
+    "RAYJOB",
+    "RAYSERVICE",
+    "RayKind",
     "StatusModel",
     "TRAINING_RUNTIME",
     "TRAINJOB",

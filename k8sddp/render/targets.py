@@ -85,3 +85,13 @@ def _default_runtime() -> list[dict[str, Any]]:
 
 PYTORCHJOB = register_target(Target("pytorchjob", "pytorchjob.yaml.j2", _pytorchjob))
 TRAINJOB = register_target(Target("trainjob", "trainjob.yaml.j2", _trainjob, _default_runtime))
+
+
+def _ray(ddp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    from .raymodel import build_ray_model
+
+    return build_ray_model(ddp, model)
+
+
+RAYJOB = register_target(Target("rayjob", "rayjob.yaml.j2", _ray))
+RAYCLUSTER = register_target(Target("raycluster", "raycluster.yaml.j2", _ray))

@@ -366,8 +366,14 @@ def test_webhook_chart_objects_pass_structure_checks(helm_render: Renderer, file
     assert (ref["name"], ref["namespace"], ref["port"]) == (svc["metadata"]["name"], "k8sddp-system", svc["spec"]["ports"][0]["port"])
     assert ref["path"] == args.path
     assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "None"
-    assert hook["rules"] == [{"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                              "resources": ["pytorchjobs"], "scope": "Namespaced"}]
+    # One rule per API group of the registered kinds, with every kind's resource: the webhook serves them all.
+    from k8sddp import kinds
+
+    groups: dict[str, list[str]] = {}
+    for k in kinds.kinds():
+        groups.setdefault(k.group, []).append(k.status.plural)
+    assert hook["rules"] == [{"apiGroups": [g], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                              "resources": plurals, "scope": "Namespaced"} for g, plurals in groups.items()]
     assert [(c["name"], c["expression"]) for c in hook["matchConditions"]] == list(MATCH_CONDITIONS)
     assert 1 <= hook["timeoutSeconds"] <= 30
     assert vwc["metadata"]["annotations"]["k8sddp.dev/catalogue-version"] == CATALOGUE_VERSION

@@ -1,0 +1,40 @@
+"""k8sddp.ray.trainer_kwargs and the worker-side env check (no Ray cluster needed)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("ray.train.torch")
+
+from k8sddp import guardvars as gv  # noqa: E402
+from k8sddp.errors import UsageError  # noqa: E402
+from k8sddp.ray import _problems, trainer_kwargs  # noqa: E402
+
+
+def test_defaults_are_the_shared_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(gv.RAY_COLLECTIVE_TIMEOUT, raising=False)
+    kwargs = trainer_kwargs({}, storage_path="/tmp/x")
+    assert kwargs["torch_config"].timeout_s == gv.DEFAULT_PG_TIMEOUT_SECONDS == gv.RAY_TORCH_CONFIG_TIMEOUT_SECONDS
+    assert kwargs["run_config"].failure_config.max_failures == max(gv.MIN_RAY_MAX_FAILURES, gv.DEFAULT_MAX_HANG_RESTARTS)
+    assert os.environ[gv.RAY_COLLECTIVE_TIMEOUT] == str(gv.DEFAULT_RAY_COLLECTIVE_TIMEOUT_SECONDS)
+
+
+def test_values_come_from_the_k8sddp_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gv.RAY_COLLECTIVE_TIMEOUT, "77")
+    kwargs = trainer_kwargs({gv.PG_TIMEOUT: "600", gv.MAX_HANG_RESTARTS: "0", gv.ARTIFACT_DIR: "/ckpt/k8sddp"}, backend="gloo")
+    assert kwargs["torch_config"].timeout_s == 600 and kwargs["torch_config"].backend == "gloo"
+    assert kwargs["run_config"].failure_config.max_failures == gv.MIN_RAY_MAX_FAILURES  # never 0: a hang must be restarted
+    assert kwargs["run_config"].storage_path == "/ckpt/k8sddp/ray"
+    assert os.environ[gv.RAY_COLLECTIVE_TIMEOUT] == "77"  # an explicit value is kept
+    with pytest.raises(UsageError, match=gv.PG_TIMEOUT):
+        trainer_kwargs({gv.PG_TIMEOUT: "soon"})
+
+
+def test_worker_env_check_refuses_values_the_contract_does_not_accept() -> None:
+    good = dict(gv.guard_env(torch_version=None, artifact_dir="/ckpt/k8sddp"))
+    assert _problems(good) == []
+    for bad in ("0", "2", ""):
+        assert any(gv.ASYNC_ERROR_HANDLING in p for p in _problems({**good, gv.ASYNC_ERROR_HANDLING: bad}))
+    assert any(gv.FAULTHANDLER in p for p in _problems({k: v for k, v in good.items() if k != gv.FAULTHANDLER}))
