@@ -10,6 +10,7 @@ Exit codes: ``../shared/CONTRACT.md`` (0 ok, 1 findings, 2 usage, 3 cluster, 4 j
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 from collections.abc import Sequence
@@ -72,8 +73,31 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+class _ClosedStream:
+    """Stands in for ``sys.stdout`` when file descriptor 1 was closed (``k8sddp rules >&-``):
+    Python then sets ``sys.stdout`` to ``None`` and every ``write`` would raise ``AttributeError``.
+    Writing raises ``OSError(EBADF)`` instead, which :func:`main` reports as exit 2 (CONTRACT:
+    output that cannot be written); commands that write nothing to stdout run unaffected."""
+
+    closed = False
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return (via ``sys.exit`` when called as a script) the exit code."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()  # type: ignore[assignment]
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -87,6 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as exc:
+        if not (exc.errno == errno.EBADF and isinstance(sys.stdout, _ClosedStream)):
+            raise
+        print(f"k8sddp {args.command}: cannot write the output: standard output is closed", file=sys.stderr)
+        code = 2
     if argv is None:
         sys.exit(code)
     return code

@@ -185,3 +185,16 @@ def test_the_committed_incident_records_are_valid() -> None:
     repo = Path(__file__).resolve().parents[2]
     assert list((repo / "docs" / "incidents").glob("*.md"))
     assert main(["incident", "check", str(repo / "docs" / "incidents")]) == 0
+
+
+def test_closed_stdout_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
+    """``k8sddp rules >&-`` left ``sys.stdout`` None: an AttributeError traceback, exit 1."""
+    import subprocess
+    import sys
+    rank0_hang(tmp_path)
+    for argv in ("rules", f"diagnose {tmp_path}"):
+        proc = subprocess.run(f"{sys.executable} -m k8sddp {argv} >&-", shell=True,
+                              capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert "standard output is closed" in proc.stderr
