@@ -205,6 +205,10 @@ class _Analysis:
         if died:
             return [self._died(r) for r in died], self._roles(died)
         hard = [r for r in ranks.values() if r.kind == "hang-hard"]
+        # a hard-stopped rank whose main thread waited in a collective only waited (its watchdog
+        # thread was slow, not its main thread) when another hard-stopped rank stood outside one
+        outside = [r for r in hard if r.d.stacks is not None and r.d.stacks.waiting is False]
+        hard = outside or hard
         if hard:
             return [self._gil(r) for r in hard], self._roles(hard)
         if all(r.kind == "running" for r in ranks.values()):
