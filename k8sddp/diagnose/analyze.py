@@ -114,6 +114,8 @@ class _Analysis:
                 kind = str(d.failure.get("kind", "unknown"))
             elif d.stacks is not None and d.stacks.hard_stop:
                 kind = "hang-hard"
+            elif "failure" in d.paths:  # a record it wrote, now truncated: it did not die without one
+                kind = "unreadable"
             elif code is not None and code != 0:
                 kind = "vanished"
             elif code == 0 or rec.get("exit_code") == 0 or rec.get("child_exit_code") == 0:
@@ -503,6 +505,12 @@ def analyse(gen: Generation, *, restarts: int = 1, root: str = "",
                      "folder is not on this volume, or those ranks never started; confidence lowered")
         for c in culprits:
             c.confidence = _lower(c.confidence)
+    bad = [f"{a.path.name}/{u}" for a in gen.attempts for u in a.unreadable]
+    if bad:
+        notes.append(f"{len(bad)} unreadable file(s), ignored ({'; '.join(bad[:10])}"
+                     f"{' ...' if len(bad) > 10 else ''}): truncated or not the runtime's format; confidence lowered")
+        for c in culprits:
+            c.confidence = _lower(c.confidence)
     states = []
     for rank, r in sorted(an.ranks.items()):
         role = roles.get(rank, "unknown")
@@ -520,7 +528,8 @@ def analyse(gen: Generation, *, restarts: int = 1, root: str = "",
     elif all(s.role == "done" for s in states) and states:
         verdict = "every rank finished: nothing failed"
     elif any(s.role == "running" for s in states):
-        verdict = "the ranks are still running (no failure recorded yet)"
+        verdict = ("the ranks are still running (no failure recorded yet)" if not bad else
+                   "no failure could be read: unreadable records (see notes), or the ranks are still running")
     else:
         verdict = "no rank left a record: nothing to diagnose"
     return Diagnosis(root, [str(a.path) for a in gen.attempts], gen.index, restarts, an.world,

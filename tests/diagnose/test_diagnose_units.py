@@ -239,3 +239,18 @@ def test_hard_stop_during_the_watchdogs_import_names_the_main_thread_and_only_th
     report = diagnose_dir(tmp_path)
     assert [(c.rank, c.kind) for c in report.culprits] == [(0, "gil-starved")]
     assert report.culprits[0].frame is not None and "stall.py:8" in report.culprits[0].frame
+
+
+def test_truncated_records_are_said_in_the_notes_and_lower_the_confidence(tmp_path: Path) -> None:
+    """A truncated failure record was read as absent without a word: 'the ranks are still running'."""
+    rank0_hang(tmp_path)
+    d = next((tmp_path / "runs").iterdir())
+    clean = diagnose_dir(tmp_path).culprits[0].confidence
+    (d / "failure-rank1.json").write_text('{"rank": 1, "kind": "ha')
+    (d / "trace-rank1.jsonl").write_text('{"step": 3')
+    report = diagnose_dir(tmp_path)
+    assert any("failure-rank1.json" in n and "trace-rank1.jsonl" in n for n in report.notes), report.notes
+    assert report.culprits[0].rank == 0 and report.culprits[0].confidence != clean
+    (d / "trace-rank1.jsonl").write_text("")  # no beat yet: not damage
+    (d / "failure-rank1.json").unlink()
+    assert not any("unreadable" in n for n in diagnose_dir(tmp_path).notes)
