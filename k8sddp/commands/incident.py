@@ -43,6 +43,8 @@ def run_new(args: argparse.Namespace) -> int:
     except (FileNotFoundError, IndexError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     diag = analyse(gen, restarts=count, root=args.dir)
+    if not diag.culprits:  # running, finished, unreadable: no failure to record
+        raise UsageError(f"{args.dir}: nothing to record: {diag.verdict}")
     name, text = render_record(diag, gen)
     out = Path(args.out)
     target = out / name

@@ -213,8 +213,8 @@ class _Analysis:
         hard = outside or hard
         if hard:
             return [self._gil(r) for r in hard], self._roles(hard)
-        if all(r.kind == "running" for r in ranks.values()):
-            return [], {r: "running" for r in ranks}
+        if all(r.kind in ("running", "unreadable") for r in ranks.values()):  # no evidence to judge
+            return [], {r: ("running" if x.kind == "running" else "unreadable") for r, x in ranks.items()}
         return self._hang()
 
     def _roles(self, culprits: list[_Rank]) -> dict[int, str]:
@@ -527,9 +527,10 @@ def analyse(gen: Generation, *, restarts: int = 1, root: str = "",
         verdict = culprits[0].summary
     elif all(s.role == "done" for s in states) and states:
         verdict = "every rank finished: nothing failed"
+    elif bad:
+        verdict = "no failure could be read: unreadable records (see notes), or the ranks are still running"
     elif any(s.role == "running" for s in states):
-        verdict = ("the ranks are still running (no failure recorded yet)" if not bad else
-                   "no failure could be read: unreadable records (see notes), or the ranks are still running")
+        verdict = "the ranks are still running (no failure recorded yet)"
     else:
         verdict = "no rank left a record: nothing to diagnose"
     return Diagnosis(root, [str(a.path) for a in gen.attempts], gen.index, restarts, an.world,

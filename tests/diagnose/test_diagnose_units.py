@@ -254,3 +254,12 @@ def test_truncated_records_are_said_in_the_notes_and_lower_the_confidence(tmp_pa
     (d / "trace-rank1.jsonl").write_text("")  # no beat yet: not damage
     (d / "failure-rank1.json").unlink()
     assert not any("unreadable" in n for n in diagnose_dir(tmp_path).notes)
+    for r in (0, 1):  # nothing readable: no culprit is invented (it said "comm" with no evidence)
+        (d / f"failure-rank{r}.json").write_text("junk")
+        (d / f"stacks-rank{r}.txt").unlink()
+        (d / f"fr-rank{r}.pkl").unlink()
+    report = diagnose_dir(tmp_path)
+    assert report.culprits == [] and report.verdict.startswith("no failure could be read"), report.verdict
+    out = tmp_path / "incidents"  # and no incident record is written for it
+    assert main(["incident", "new", str(tmp_path), "--out", str(out)]) == 2
+    assert not out.exists()
