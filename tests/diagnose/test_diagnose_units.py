@@ -263,3 +263,14 @@ def test_truncated_records_are_said_in_the_notes_and_lower_the_confidence(tmp_pa
     out = tmp_path / "incidents"  # and no incident record is written for it
     assert main(["incident", "new", str(tmp_path), "--out", str(out)]) == 2
     assert not out.exists()
+
+
+def test_incident_check_takes_one_file_and_reports_bad_yaml_on_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`incident check rec.md` said 'no such folder'; a YAML error spanned five lines."""
+    bad = tmp_path / "a.md"
+    bad.write_text("---\nid: [\n---\n# x\n")
+    assert main(["incident", "check", str(bad)]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"{bad}:2: front matter is not YAML"), out
+    assert main(["incident", "check", str(tmp_path / "missing.md")]) == 2
