@@ -274,3 +274,12 @@ def test_incident_check_takes_one_file_and_reports_bad_yaml_on_one_line(
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].startswith(f"{bad}:2: front matter is not YAML"), out
     assert main(["incident", "check", str(tmp_path / "missing.md")]) == 2
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "0", "-5"])
+def test_plot_seconds_out_of_range_is_a_usage_error(tmp_path: Path, seconds: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`--seconds nan --plot t.png` ended in matplotlib's ValueError traceback."""
+    rank0_hang(tmp_path / "v")
+    assert main(["diagnose", str(tmp_path / "v"), "--seconds", seconds, "--plot", str(tmp_path / "t.png")]) == 2
+    assert "--seconds" in capsys.readouterr().err and not (tmp_path / "t.png").exists()
