@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.restart < 0:
         raise UsageError("--restart must be >= 0")
+    if not (0 < args.seconds <= 7 * 86400):  # nan, inf, <= 0: matplotlib's ValueError traceback
+        raise UsageError(f"--seconds must be a number > 0 and <= 604800, got {args.seconds}")
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
         raise UsageError(f"--plot {args.plot}: the file name must end in .png or .svg")
     path, cleanup = resolve_source(args)

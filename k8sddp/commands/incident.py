@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     new.add_argument("--restart", type=int, default=0, metavar="N", help="which restart (0: the newest)")
     new.set_defaults(handler=run_new)
     chk = sub.add_parser("check", help="validate every record in a folder (for CI)")
-    chk.add_argument("dir", metavar="FOLDER", help="folder of *.md records")
+    chk.add_argument("dir", metavar="FOLDER", help="folder of *.md records, or one record's file")
     chk.set_defaults(handler=run_check)
     p.set_defaults(handler=lambda a: p.error("give an action: new or check"))
 
@@ -43,6 +43,8 @@ def run_new(args: argparse.Namespace) -> int:
     except (FileNotFoundError, IndexError) as exc:
         raise UsageError(str(exc).strip("'\"")) from None
     diag = analyse(gen, restarts=count, root=args.dir)
+    if not diag.culprits:  # running, finished, unreadable: no failure to record
+        raise UsageError(f"{args.dir}: nothing to record: {diag.verdict}")
     name, text = render_record(diag, gen)
     out = Path(args.out)
     target = out / name
@@ -64,9 +66,12 @@ def run_check(args: argparse.Namespace) -> int:
     from ..diagnose.incident import check_record
 
     folder = Path(args.dir)
-    if not folder.is_dir():
-        raise UsageError(f"{folder}: no such folder")
-    files = sorted(p for p in folder.glob("*.md") if p.name.lower() != "readme.md")
+    if folder.is_file():  # one record (a pre-commit hook passes files)
+        files = [folder]
+    elif not folder.is_dir():
+        raise UsageError(f"{folder}: no such folder or file")
+    else:
+        files = sorted(p for p in folder.glob("*.md") if p.name.lower() != "readme.md")
     problems = [msg for f in files for msg in check_record(f)]
     for msg in problems:
         print(msg)

@@ -114,6 +114,8 @@ class _Analysis:
                 kind = str(d.failure.get("kind", "unknown"))
             elif d.stacks is not None and d.stacks.hard_stop:
                 kind = "hang-hard"
+            elif "failure" in d.paths:  # a record it wrote, now truncated: it did not die without one
+                kind = "unreadable"
             elif code is not None and code != 0:
                 kind = "vanished"
             elif code == 0 or rec.get("exit_code") == 0 or rec.get("child_exit_code") == 0:
@@ -205,10 +207,14 @@ class _Analysis:
         if died:
             return [self._died(r) for r in died], self._roles(died)
         hard = [r for r in ranks.values() if r.kind == "hang-hard"]
+        # a hard-stopped rank whose main thread waited in a collective only waited (its watchdog
+        # thread was slow, not its main thread) when another hard-stopped rank stood outside one
+        outside = [r for r in hard if r.d.stacks is not None and r.d.stacks.waiting is False]
+        hard = outside or hard
         if hard:
             return [self._gil(r) for r in hard], self._roles(hard)
-        if all(r.kind == "running" for r in ranks.values()):
-            return [], {r: "running" for r in ranks}
+        if all(r.kind in ("running", "unreadable") for r in ranks.values()):  # no evidence to judge
+            return [], {r: ("running" if x.kind == "running" else "unreadable") for r, x in ranks.items()}
         return self._hang()
 
     def _roles(self, culprits: list[_Rank]) -> dict[int, str]:
@@ -499,6 +505,12 @@ def analyse(gen: Generation, *, restarts: int = 1, root: str = "",
                      "folder is not on this volume, or those ranks never started; confidence lowered")
         for c in culprits:
             c.confidence = _lower(c.confidence)
+    bad = [f"{a.path.name}/{u}" for a in gen.attempts for u in a.unreadable]
+    if bad:
+        notes.append(f"{len(bad)} unreadable file(s), ignored ({'; '.join(bad[:10])}"
+                     f"{' ...' if len(bad) > 10 else ''}): truncated or not the runtime's format; confidence lowered")
+        for c in culprits:
+            c.confidence = _lower(c.confidence)
     states = []
     for rank, r in sorted(an.ranks.items()):
         role = roles.get(rank, "unknown")
@@ -515,6 +527,8 @@ def analyse(gen: Generation, *, restarts: int = 1, root: str = "",
         verdict = culprits[0].summary
     elif all(s.role == "done" for s in states) and states:
         verdict = "every rank finished: nothing failed"
+    elif bad:
+        verdict = "no failure could be read: unreadable records (see notes), or the ranks are still running"
     elif any(s.role == "running" for s in states):
         verdict = "the ranks are still running (no failure recorded yet)"
     else:

@@ -118,7 +118,7 @@ def check_record(path: Path) -> list[str]:
         data = yaml.safe_load(m.group(1))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        return [f"{path}:{(mark.line + 2) if mark else 1}: front matter is not YAML: {exc}"]
+        return [f"{path}:{(mark.line + 2) if mark else 1}: front matter is not YAML: {' '.join(str(exc).split())}"]
     problems = []
     validator = jsonschema_rs.validator_for(load_schema(SCHEMA))
     for err in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.instance_path]):

@@ -106,6 +106,13 @@ class RankData:
         return out
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def _last_line(path: str) -> dict[str, Any] | None:
     try:
         with open(path, "rb") as fh:
@@ -133,6 +140,8 @@ class Attempt:
     node: int | None
     record: dict[str, Any] | None
     ranks: dict[int, RankData]
+    #: files present but unreadable (truncated, not JSON): ``"name: why"``, said in the notes
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def log_tail(self) -> list[str]:
@@ -159,10 +168,13 @@ def read_attempt(path: Path, *, read_stacks: bool = True) -> Attempt:
             records[int(m.group(1))] = entry.path
     node: int | None = None
     record = None
+    unreadable: list[str] = []
     if records:
         node = min(records)
         got = _json(records[node])
         record = got if isinstance(got, dict) else None
+        if record is None:
+            unreadable.append(f"{Path(records[node]).name}: not a readable JSON record")
     else:
         m = _NODE.search(path.name)
         node = int(m.group(1)) if m else None
@@ -176,15 +188,19 @@ def read_attempt(path: Path, *, read_stacks: bool = True) -> Attempt:
         if "failure" in rd.paths:
             got = _json(rd.paths["failure"])
             rd.failure = got if isinstance(got, dict) else None
+            if rd.failure is None:
+                unreadable.append(f"failure-rank{rd.rank}.json: not a readable JSON record")
         if "trace" in rd.paths:
             rd.last = _last_line(rd.paths["trace"])
+            if rd.last is None and _size(rd.paths["trace"]) > 0:  # empty: no beat yet, not damage
+                unreadable.append(f"trace-rank{rd.rank}.jsonl: no readable entry")
         if read_stacks and "stacks" in rd.paths:
             try:
                 with open(rd.paths["stacks"], encoding="utf-8", errors="replace") as fh:
                     rd.stacks = parse_stacks(fh.read())
             except OSError:
                 rd.stacks = None
-    return Attempt(path, node, record, ranks)
+    return Attempt(path, node, record, ranks, sorted(unreadable))
 
 
 def _is_attempt(path: Path) -> bool:

@@ -24,6 +24,10 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)', re.M)
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+", re.M)
 _SOFT = re.compile(r"watchdog: no heartbeat for ([\d.]+) s in phase '(\w+)' at step (-?\d+)")
 _FATAL = re.compile(r"^Fatal Python error: (.+)$", re.M)
+#: The thread that wrote a k8sddp watchdog dump (faulthandler marks it ``Current thread``): the
+#: watchdog's own thread, never the main thread.
+_DUMPER = re.compile(r"^--- k8sddp rank \d+: watchdog[^\n]*\nCurrent thread (0x[0-9a-f]+)", re.M)
+_THREAD_ID = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,17 @@ class StackInfo:
         return self.frames[0]
 
 
+def _is_helper(block: str, frames: list[Frame], dumpers: set[str]) -> bool:
+    """A thread other than the main one: the watchdog that wrote a dump, or any thread started by
+    ``threading`` (its oldest frame is ``threading.py``'s ``_bootstrap``). An import running in such
+    a thread has ``<module>`` frames too, so :func:`_is_main` alone would take it for the main thread."""
+    m = _THREAD_ID.match(block)
+    if m and m.group(1) in dumpers:
+        return True
+    return any(f.file.endswith("/threading.py") and f.func in ("_bootstrap", "_bootstrap_inner")
+               for f in frames)
+
+
 def _is_main(frames: list[Frame]) -> bool:
     return any(f.file.endswith(("k8sddp/runtime/worker.py", "k8sddp/__main__.py")) or f.func == "<module>"
                for f in frames)
@@ -116,10 +131,11 @@ def parse_stacks(text: str) -> StackInfo:
     blocks = [text[s:e] for s, e in zip(starts, [*starts[1:], len(text)], strict=True)]
     info.dumps = max(1, text.count("--- k8sddp rank") + text.count("Timeout (") + len(fatal)
                      + text.count("\nCurrent thread", 0, starts[0] + 1))
+    dumpers = set(_DUMPER.findall(text))
     main: list[Frame] | None = None
     for block in reversed(blocks):  # the last dump's main thread: the newest evidence
         frames = [Frame(f, int(n), fn) for f, n, fn in _FRAME.findall(block)]
-        if frames and _is_main(frames):
+        if frames and _is_main(frames) and not _is_helper(block, frames, dumpers):
             main = frames
             break
     info.frames = main or []

@@ -185,3 +185,101 @@ def test_the_committed_incident_records_are_valid() -> None:
     repo = Path(__file__).resolve().parents[2]
     assert list((repo / "docs" / "incidents").glob("*.md"))
     assert main(["incident", "check", str(repo / "docs" / "incidents")]) == 0
+
+
+def test_closed_stdout_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
+    """``k8sddp rules >&-`` left ``sys.stdout`` None: an AttributeError traceback, exit 1."""
+    import subprocess
+    import sys
+    rank0_hang(tmp_path)
+    for argv in ("rules", f"diagnose {tmp_path}"):
+        proc = subprocess.run(f"{sys.executable} -m k8sddp {argv} >&-", shell=True,
+                              capture_output=True, text=True)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert "standard output is closed" in proc.stderr
+
+
+_SOFT_DUMP = ("--- k8sddp rank {r}: watchdog: no heartbeat for 60.02 s in phase 'init' at step 0 (budget 60 s) ---\n"
+              "Current thread 0x00007f00000000aa (most recent call first):\n"
+              '  File "/app/k8sddp/runtime/report.py", line 115 in dump_stacks\n'
+              '  File "/app/k8sddp/runtime/watchdog.py", line 291 in _run\n'
+              '  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap\n\n'
+              "Thread 0x00007f00000000bb (most recent call first):\n{main}\n")
+# the hard stop fired while the watchdog thread imported torch modules (``<module>`` frames,
+# truncated by faulthandler): that thread is listed first, the main thread last
+_HARD_DUMP = ("Timeout (0:00:10)!\n"
+              "Thread 0x00007f00000000aa (most recent call first):\n"
+              '  File "<frozen importlib._bootstrap_external>", line 147 in _path_stat\n'
+              '  File "/x/site-packages/torch/distributed/_shard/api.py", line 8 in <module>\n'
+              "  ...\n\n"
+              "Thread 0x00007f00000000bb (most recent call first):\n{main}\n")
+_IN_SLEEP = '  File "/app/stall.py", line 8 in <module>'
+_IN_ALLREDUCE = ('  File "/x/site-packages/torch/distributed/distributed_c10d.py", line 3252 in all_reduce\n'
+                 '  File "/app/stall.py", line 6 in <module>')
+# rank 1's main thread at the hard stop: all_reduce had raised, torch's excepthook was dumping
+_IN_EXCEPTHOOK = ('  File "<frozen importlib._bootstrap>", line 120 in acquire\n'
+                  '  File "/app/k8sddp/runtime/report.py", line 126 in dump_flight_recorder\n'
+                  '  File "/x/site-packages/torch/distributed/distributed_c10d.py", line 1928 in _distributed_excepthook')
+
+
+def test_hard_stop_during_the_watchdogs_import_names_the_main_thread_and_only_the_stalled_rank(
+        tmp_path: Path) -> None:
+    """Both ranks hard-stopped: diagnose took the watchdog thread's import frames for rank 1's
+    main thread and named the rank waiting in all_reduce a gil-starved culprit beside rank 0."""
+    from k8sddp.diagnose.stacks import parse_stacks
+    d = tmp_path / "runs" / "20261201T100000-node0-aaaaaa"
+    run_record(d if d.mkdir(parents=True) is None else d, 0)
+    for r, soft, hard in ((0, _IN_SLEEP, _IN_SLEEP), (1, _IN_ALLREDUCE, _IN_EXCEPTHOOK)):
+        rank_files(d, r, world=2, kind="x", step=0, phase="init", stacks=None, fr=None)
+        (d / f"failure-rank{r}.json").unlink()
+        (d / f"stacks-rank{r}.txt").write_text(_SOFT_DUMP.format(r=r, main=soft) + _HARD_DUMP.format(main=hard))
+    info = parse_stacks((d / "stacks-rank1.txt").read_text())
+    assert info.frames[0].func == "all_reduce" and info.waiting
+    report = diagnose_dir(tmp_path)
+    assert [(c.rank, c.kind) for c in report.culprits] == [(0, "gil-starved")]
+    assert report.culprits[0].frame is not None and "stall.py:8" in report.culprits[0].frame
+
+
+def test_truncated_records_are_said_in_the_notes_and_lower_the_confidence(tmp_path: Path) -> None:
+    """A truncated failure record was read as absent without a word: 'the ranks are still running'."""
+    rank0_hang(tmp_path)
+    d = next((tmp_path / "runs").iterdir())
+    clean = diagnose_dir(tmp_path).culprits[0].confidence
+    (d / "failure-rank1.json").write_text('{"rank": 1, "kind": "ha')
+    (d / "trace-rank1.jsonl").write_text('{"step": 3')
+    report = diagnose_dir(tmp_path)
+    assert any("failure-rank1.json" in n and "trace-rank1.jsonl" in n for n in report.notes), report.notes
+    assert report.culprits[0].rank == 0 and report.culprits[0].confidence != clean
+    (d / "trace-rank1.jsonl").write_text("")  # no beat yet: not damage
+    (d / "failure-rank1.json").unlink()
+    assert not any("unreadable" in n for n in diagnose_dir(tmp_path).notes)
+    for r in (0, 1):  # nothing readable: no culprit is invented (it said "comm" with no evidence)
+        (d / f"failure-rank{r}.json").write_text("junk")
+        (d / f"stacks-rank{r}.txt").unlink()
+        (d / f"fr-rank{r}.pkl").unlink()
+    report = diagnose_dir(tmp_path)
+    assert report.culprits == [] and report.verdict.startswith("no failure could be read"), report.verdict
+    out = tmp_path / "incidents"  # and no incident record is written for it
+    assert main(["incident", "new", str(tmp_path), "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_incident_check_takes_one_file_and_reports_bad_yaml_on_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`incident check rec.md` said 'no such folder'; a YAML error spanned five lines."""
+    bad = tmp_path / "a.md"
+    bad.write_text("---\nid: [\n---\n# x\n")
+    assert main(["incident", "check", str(bad)]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"{bad}:2: front matter is not YAML"), out
+    assert main(["incident", "check", str(tmp_path / "missing.md")]) == 2
+
+
+@pytest.mark.parametrize("seconds", ["nan", "inf", "0", "-5"])
+def test_plot_seconds_out_of_range_is_a_usage_error(tmp_path: Path, seconds: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`--seconds nan --plot t.png` ended in matplotlib's ValueError traceback."""
+    rank0_hang(tmp_path / "v")
+    assert main(["diagnose", str(tmp_path / "v"), "--seconds", seconds, "--plot", str(tmp_path / "t.png")]) == 2
+    assert "--seconds" in capsys.readouterr().err and not (tmp_path / "t.png").exists()
