@@ -208,3 +208,20 @@ def test_user_may_choose_the_other_safe_async_mode():
 def test_nodes_and_elastic_together_get_a_plain_message():
     with pytest.raises(SpecError, match="either spec.nodes"):
         load_spec(EXAMPLE, sets=['spec.elastic={"minNodes": 1, "maxNodes": 2}'])
+
+
+def test_whole_floats_render_as_integers():
+    # JSON Schema's integer accepts 2.0: these rendered replicas 1.0, nprocPerNode "2.0",
+    # --nproc-per-node=2.0 (torchrun cannot parse it), K8SDDP_SEED=7.0, and a watchdog of 600.0
+    # was refused as a k8sddp bug ("the rendered manifest fails its own guardrails")
+    job = _render("spec.nodes=3.0", "spec.procsPerNode=2.0", "spec.seed=7.0", "spec.timeouts.watchdogSeconds=600.0",
+                  "spec.cpu=4.0")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Worker"]["replicas"] == 2 and type(replicas["Worker"]["replicas"]) is int
+    assert job["spec"]["nprocPerNode"] == "2"
+    assert "--nproc-per-node=2" in _container(job, "Worker")["command"]
+    assert _env(job, "Worker")["K8SDDP_SEED"] == "7"
+    assert _env(job, "Worker")["K8SDDP_WATCHDOG_TIMEOUT_SECONDS"] == "600"
+    assert _container(job, "Worker")["resources"]["limits"]["cpu"] == "4"
+    with pytest.raises(SpecError, match="spec.nodes"):
+        load_spec(EXAMPLE, sets=["spec.nodes=2.5"])

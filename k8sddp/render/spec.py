@@ -60,9 +60,25 @@ def load_spec(source: str, *, sets: Iterable[str] = (), set_strings: Iterable[st
     docs = [d for d in docs if d.data is not None]
     if len(docs) != 1:
         raise SpecError(f"expected exactly one YAML document, found {len(docs)}", file=name)
-    spec = apply_sets(apply_sets(docs[0].data, sets), set_strings, as_string=True)
+    spec = whole_numbers(apply_sets(apply_sets(docs[0].data, sets), set_strings, as_string=True))
     check_spec(spec, file=name, locator=Locator(text), doc_index=docs[0].index)
     return spec
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every whole float (``2.0``, ``8.0``, ``1.0e3``) made an int, at any depth.
+
+    JSON Schema's ``integer`` accepts ``2.0``, so ``nodes: 2.0`` or ``--set spec.procsPerNode=8.0``
+    passed the schema and rendered ``replicas: 1.0``, ``nprocPerNode: "8.0"`` and
+    ``--nproc-per-node=8.0`` (which torchrun cannot parse) or ``K8SDDP_SEED=7.0``. No DDPJob or pod
+    field is a float, so the value is the same number."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
 
 
 def _parse_path(path: str) -> list[str | int]:
