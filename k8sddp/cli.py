@@ -10,7 +10,9 @@ Exit codes: ``../shared/CONTRACT.md`` (0 ok, 1 findings, 2 usage, 3 cluster, 4 j
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -72,6 +74,18 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+#: errno values of a write that cannot succeed (full disk, quota, file too large, I/O error).
+_WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _drop_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return (via ``sys.exit`` when called as a script) the exit code."""
     parser = build_parser()
@@ -80,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code = int(args.handler(args))
+        sys.stdout.flush()
     except K8sddpError as exc:
         print(f"k8sddp {args.command}: {exc}", file=sys.stderr)
         code = exc.exit_code
@@ -87,6 +102,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as exc:
+        # stdout on a full disk or a dead device (``> /dev/full``): one line and exit 2, as for an
+        # unwritable --out, not a traceback; what is still buffered goes nowhere
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        print(f"k8sddp {args.command}: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        _drop_stdout()
+        code = 2
     if argv is None:
         sys.exit(code)
     return code

@@ -225,3 +225,15 @@ def test_whole_floats_render_as_integers():
     assert _container(job, "Worker")["resources"]["limits"]["cpu"] == "4"
     with pytest.raises(SpecError, match="spec.nodes"):
         load_spec(EXAMPLE, sets=["spec.nodes=2.5"])
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_cli_render_to_a_full_device_is_one_line_exit_2():
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "k8sddp", "render", EXAMPLE], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["k8sddp render: cannot write the output: No space left on device"]
