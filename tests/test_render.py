@@ -237,3 +237,9 @@ def test_cli_render_to_a_full_device_is_one_line_exit_2():
                               text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == ["k8sddp render: cannot write the output: No space left on device"]
+
+
+def test_spec_of_the_wrong_type_gets_no_nodes_or_elastic_message():
+    with pytest.raises(SpecError) as err:
+        load_spec(EXAMPLE, sets=["spec=1"])
+    assert "is not of type" in str(err.value) and "either spec.nodes" not in str(err.value)

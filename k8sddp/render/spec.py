@@ -149,6 +149,9 @@ def check_spec(spec: Any, *, file: str = "<spec>", locator: Locator | None = Non
         first_line = first_line or line
         message = err.message
         if path == ["spec"] and "is not allowed for" in message and "elastic" in message:
+            body = spec.get("spec") if isinstance(spec, dict) else None
+            if not (isinstance(body, dict) and "nodes" in body and "elastic" in body):
+                continue  # the not-both rule also fails on a spec that is no mapping: its type error says it
             message = "use either spec.nodes (Master + Workers) or spec.elastic (Worker-only, elastic), not both"
         lines.append(f"{file}{':' + str(line) if line else ''}: {json_path(path) or '(top)'}: {message}")
     raise SpecError(
