@@ -243,3 +243,12 @@ def test_spec_of_the_wrong_type_gets_no_nodes_or_elastic_message():
     with pytest.raises(SpecError) as err:
         load_spec(EXAMPLE, sets=["spec=1"])
     assert "is not of type" in str(err.value) and "either spec.nodes" not in str(err.value)
+
+
+def test_set_escaped_dots_address_a_key_with_dots():
+    # resource names, label and annotation keys hold dots: 'spec.resources.limits.vpc.amazonaws.com/efa'
+    # made nested maps {vpc: {amazonaws: ...}}, which the schema refused, with no way to say it
+    spec = apply_sets({"spec": {}}, [r"spec.resources.limits.vpc\.amazonaws\.com/efa=32", r"spec.podLabels.a\.b/c=x"])
+    assert spec == {"spec": {"resources": {"limits": {"vpc.amazonaws.com/efa": 32}}, "podLabels": {"a.b/c": "x"}}}
+    with pytest.raises(UsageError, match="malformed path"):
+        apply_sets({"spec": {}}, ["spec.x\\=1"])

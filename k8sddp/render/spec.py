@@ -20,7 +20,10 @@ from ..validate.yamlio import Locator, load_documents
 
 __all__ = ["apply_sets", "check_spec", "load_spec"]
 
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+#: A map key (``\.`` is a dot inside it, as helm reads ``--set``: ``vpc\.amazonaws\.com/efa``) or a
+#: list index.
+_SEGMENT = re.compile(r"((?:[^.\[\]\\]|\\.)+)|\[(\d+)\]")
+_ESCAPE = re.compile(r"\\(.)")
 
 
 def _read(source: str) -> tuple[str, str]:
@@ -42,7 +45,8 @@ def load_spec(source: str, *, sets: Iterable[str] = (), set_strings: Iterable[st
 
     Args:
         source: file path or ``-``.
-        sets: ``PATH=VALUE`` overrides (``spec.nodes=4``; the value is read as a YAML scalar).
+        sets: ``PATH=VALUE`` overrides (``spec.nodes=4``; the value is read as a YAML scalar; ``\\.``
+            is a dot inside a key: ``spec.resources.limits.vpc\\.amazonaws\\.com/efa=32``).
         set_strings: ``PATH=VALUE`` overrides whose value is always a string (``spec.torchVersion=2.10``).
 
     Returns:
@@ -87,7 +91,7 @@ def _parse_path(path: str) -> list[str | int]:
     for m in _SEGMENT.finditer(path):
         if m.start() != pos and path[pos:m.start()] != ".":
             raise UsageError(f"--set {path!r}: malformed path")
-        parts.append(int(m.group(2)) if m.group(2) is not None else m.group(1))
+        parts.append(int(m.group(2)) if m.group(2) is not None else _ESCAPE.sub(r"\1", m.group(1)))
         pos = m.end()
     if not parts or pos != len(path):
         raise UsageError(f"--set {path!r}: malformed path; expected e.g. spec.nodes or spec.env[0].value")
