@@ -252,3 +252,12 @@ def test_set_escaped_dots_address_a_key_with_dots():
     assert spec == {"spec": {"resources": {"limits": {"vpc.amazonaws.com/efa": 32}}, "podLabels": {"a.b/c": "x"}}}
     with pytest.raises(UsageError, match="malformed path"):
         apply_sets({"spec": {}}, ["spec.x\\=1"])
+
+
+@pytest.mark.parametrize("path", ["metadata.labels.a", "spec.podLabels.a", "spec.podLabels.bad key"])
+def test_labels_the_api_server_refuses_are_spec_errors(path: str):
+    # they rendered (pod labels) or failed as "the rendered manifest fails its own guardrails"
+    # (a k8sddp bug's message) instead of naming the field
+    with pytest.raises(SpecError, match=path.split(".")[0] + "."):
+        load_spec(EXAMPLE, set_strings=[f"{path}=\u00fc" if path.endswith(".a") else f"{path}=x"])
+    assert load_spec(EXAMPLE, set_strings=["spec.podLabels.example\\.com/pool=a-b_c.d"])["spec"]["podLabels"] == {"example.com/pool": "a-b_c.d"}
