@@ -216,3 +216,14 @@ def test_hostnetwork_from_the_spec_survives_a_patch_and_may_pick_its_own_dns() -
     job = _job(podTemplatePatch={"spec": {"hostNetwork": True, "dnsPolicy": "None",
                                           "dnsConfig": {"nameservers": ["10.96.0.10"], "searches": ["svc.cluster.local"]}}})
     assert job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["dnsPolicy"] == "None"
+
+
+@pytest.mark.parametrize("path", ["dev/shm", "//dev/shm", "dev/shm/x", "checkpoints/x" ])
+def test_a_mount_path_written_relative_or_with_two_slashes_still_collides(path: str) -> None:
+    # the kubelet makes a relative mountPath absolute, and '//dev/shm' is /dev/shm: both passed the
+    # collision check and mounted a second volume over render's /dev/shm or checkpoints
+    spec = _spec(volumes=[{"name": "data", "emptyDir": {}}], volumeMounts=[{"name": "data", "mountPath": path}])
+    spec["spec"]["checkpoint"]["mountPath"] = "/checkpoints"
+    with pytest.raises(SpecError) as info:
+        render_spec(spec)
+    assert info.value.path == "spec.volumeMounts[0].mountPath"
