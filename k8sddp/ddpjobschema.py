@@ -55,6 +55,21 @@ _RESOURCE_MAP = {
 }
 
 
+def _labels() -> dict[str, Any]:
+    """Label keys and values as the API server checks them (KDP102's own patterns): the pods get
+    these labels, and a pod the operator cannot create is a job that never starts."""
+    from .schemagen import LABEL_VALUE, QUALIFIED_NAME  # schemagen imports this module
+
+    return {"type": "object", "propertyNames": {"pattern": QUALIFIED_NAME},
+            "additionalProperties": {"type": "string", "pattern": LABEL_VALUE}}
+
+
+def _annotations() -> dict[str, Any]:
+    from .schemagen import QUALIFIED_NAME
+
+    return {"type": "object", "propertyNames": {"pattern": QUALIFIED_NAME}, "additionalProperties": {"type": "string"}}
+
+
 def _spec_properties() -> dict[str, Any]:
     duration = _int(1, bounds.MAX_DURATION_SECONDS)
     return {
@@ -150,8 +165,8 @@ def _spec_properties() -> dict[str, Any]:
         "topologySpreadConstraints": _list_of("TopologySpreadConstraint", "How the pods spread over nodes, racks or zones."),
         "serviceAccountName": {"type": "string"},
         "priorityClassName": {"type": "string"},
-        "podLabels": {**_STRING_MAP, "description": "Labels of the pods only (metadata.labels go to the job and its pods)."},
-        "podAnnotations": {**_STRING_MAP, "description": "Annotations of the pods (metadata.annotations go to the job)."},
+        "podLabels": {**_labels(), "description": "Labels of the pods only (metadata.labels go to the job and its pods)."},
+        "podAnnotations": {**_annotations(), "description": "Annotations of the pods (metadata.annotations go to the job)."},
         "securityContext": {**_ref("PodSecurityContext"), "description": "The pod's securityContext."},
         "containerSecurityContext": {**_ref("SecurityContext"), "description": "The pytorch container's securityContext (privileged: true is passed on, and strict validate warns, KDP320)."},
         "hostNetwork": {"type": "boolean", "description": "Pods on the node's network (RDMA/RoCE setups); render then sets dnsPolicy ClusterFirstWithHostNet so the master's name still resolves."},
@@ -210,8 +225,8 @@ def ddpjob_schema(pod_defs: dict[str, Any]) -> dict[str, Any]:
                     "name": {"type": "string", "pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$", "maxLength": 48,
                              "description": "PyTorchJob name: a DNS-1035 label, short enough for the operator's <name>-worker-<i> Services."},
                     "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
-                    "labels": _STRING_MAP,
-                    "annotations": _STRING_MAP,
+                    "labels": _labels(),
+                    "annotations": _annotations(),
                 },
             },
             "spec": {

@@ -208,3 +208,56 @@ def test_user_may_choose_the_other_safe_async_mode():
 def test_nodes_and_elastic_together_get_a_plain_message():
     with pytest.raises(SpecError, match="either spec.nodes"):
         load_spec(EXAMPLE, sets=['spec.elastic={"minNodes": 1, "maxNodes": 2}'])
+
+
+def test_whole_floats_render_as_integers():
+    # JSON Schema's integer accepts 2.0: these rendered replicas 1.0, nprocPerNode "2.0",
+    # --nproc-per-node=2.0 (torchrun cannot parse it), K8SDDP_SEED=7.0, and a watchdog of 600.0
+    # was refused as a k8sddp bug ("the rendered manifest fails its own guardrails")
+    job = _render("spec.nodes=3.0", "spec.procsPerNode=2.0", "spec.seed=7.0", "spec.timeouts.watchdogSeconds=600.0",
+                  "spec.cpu=4.0")
+    replicas = job["spec"]["pytorchReplicaSpecs"]
+    assert replicas["Worker"]["replicas"] == 2 and type(replicas["Worker"]["replicas"]) is int
+    assert job["spec"]["nprocPerNode"] == "2"
+    assert "--nproc-per-node=2" in _container(job, "Worker")["command"]
+    assert _env(job, "Worker")["K8SDDP_SEED"] == "7"
+    assert _env(job, "Worker")["K8SDDP_WATCHDOG_TIMEOUT_SECONDS"] == "600"
+    assert _container(job, "Worker")["resources"]["limits"]["cpu"] == "4"
+    with pytest.raises(SpecError, match="spec.nodes"):
+        load_spec(EXAMPLE, sets=["spec.nodes=2.5"])
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_cli_render_to_a_full_device_is_one_line_exit_2():
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "k8sddp", "render", EXAMPLE], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["k8sddp render: cannot write the output: No space left on device"]
+
+
+def test_spec_of_the_wrong_type_gets_no_nodes_or_elastic_message():
+    with pytest.raises(SpecError) as err:
+        load_spec(EXAMPLE, sets=["spec=1"])
+    assert "is not of type" in str(err.value) and "either spec.nodes" not in str(err.value)
+
+
+def test_set_escaped_dots_address_a_key_with_dots():
+    # resource names, label and annotation keys hold dots: 'spec.resources.limits.vpc.amazonaws.com/efa'
+    # made nested maps {vpc: {amazonaws: ...}}, which the schema refused, with no way to say it
+    spec = apply_sets({"spec": {}}, [r"spec.resources.limits.vpc\.amazonaws\.com/efa=32", r"spec.podLabels.a\.b/c=x"])
+    assert spec == {"spec": {"resources": {"limits": {"vpc.amazonaws.com/efa": 32}}, "podLabels": {"a.b/c": "x"}}}
+    with pytest.raises(UsageError, match="malformed path"):
+        apply_sets({"spec": {}}, ["spec.x\\=1"])
+
+
+@pytest.mark.parametrize("path", ["metadata.labels.a", "spec.podLabels.a", "spec.podLabels.bad key"])
+def test_labels_the_api_server_refuses_are_spec_errors(path: str):
+    # they rendered (pod labels) or failed as "the rendered manifest fails its own guardrails"
+    # (a k8sddp bug's message) instead of naming the field
+    with pytest.raises(SpecError, match=path.split(".")[0] + "."):
+        load_spec(EXAMPLE, set_strings=[f"{path}=\u00fc" if path.endswith(".a") else f"{path}=x"])
+    assert load_spec(EXAMPLE, set_strings=["spec.podLabels.example\\.com/pool=a-b_c.d"])["spec"]["podLabels"] == {"example.com/pool": "a-b_c.d"}

@@ -192,3 +192,38 @@ def test_submit_local_of_a_gpu_spec_on_a_cpu_machine_says_how_to_run_it(tmp_path
     assert proc.returncode == 2, proc.stderr
     assert "--set spec.gpusPerNode=0" in proc.stderr and "0 GPU(s)" in proc.stderr and "Traceback" not in proc.stderr
     assert not list(tmp_path.iterdir())  # nothing started
+
+
+@pytest.mark.parametrize(
+    ("patch", "where", "words"),
+    [
+        # a plain second container that keeps running: the pod never fails, ExitCode never acts
+        ({"spec": {"containers": [{"name": "exporter", "image": "busybox", "command": ["sleep", "inf"]}]}},
+         "spec.podTemplatePatch.spec.containers", "spec.sidecars"),
+        # the node's network without the resolver that knows the master's Service
+        ({"spec": {"hostNetwork": True}}, "spec.podTemplatePatch.spec.hostNetwork", "ClusterFirstWithHostNet"),
+    ],
+)
+def test_a_patch_cannot_undo_what_render_guarantees(patch: dict[str, Any], where: str, words: str) -> None:
+    with pytest.raises(SpecError) as info:
+        render_spec(_spec(podTemplatePatch=patch))
+    assert info.value.path == where and words in str(info.value)
+
+
+def test_hostnetwork_from_the_spec_survives_a_patch_and_may_pick_its_own_dns() -> None:
+    with pytest.raises(SpecError, match="dnsPolicy 'ClusterFirst'"):
+        render_spec(_spec(hostNetwork=True, podTemplatePatch={"spec": {"dnsPolicy": None}}))
+    job = _job(podTemplatePatch={"spec": {"hostNetwork": True, "dnsPolicy": "None",
+                                          "dnsConfig": {"nameservers": ["10.96.0.10"], "searches": ["svc.cluster.local"]}}})
+    assert job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["dnsPolicy"] == "None"
+
+
+@pytest.mark.parametrize("path", ["dev/shm", "//dev/shm", "dev/shm/x", "checkpoints/x" ])
+def test_a_mount_path_written_relative_or_with_two_slashes_still_collides(path: str) -> None:
+    # the kubelet makes a relative mountPath absolute, and '//dev/shm' is /dev/shm: both passed the
+    # collision check and mounted a second volume over render's /dev/shm or checkpoints
+    spec = _spec(volumes=[{"name": "data", "emptyDir": {}}], volumeMounts=[{"name": "data", "mountPath": path}])
+    spec["spec"]["checkpoint"]["mountPath"] = "/checkpoints"
+    with pytest.raises(SpecError) as info:
+        render_spec(spec)
+    assert info.value.path == "spec.volumeMounts[0].mountPath"

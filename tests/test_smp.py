@@ -75,6 +75,14 @@ CASES: dict[str, dict[str, Any]] = {
     "nested-merge": {"spec": {"containers": [{"name": "pytorch", "resources": {"limits": {"memory": "300Gi"}},
                                               "securityContext": {"capabilities": {"add": ["SYS_PTRACE"]}}}]}},
     "annotations": {"metadata": {"annotations": {"new": "x", "sidecar.istio.io/inject": None}}},
+    # a value taken whole (the original lacks the key, or holds another type) loses every map that
+    # holds $patch, at any depth (strategicpatch removeDirectives); these were kept, then refused
+    # by the CRD schema as unknown fields
+    "new-key-list-directives": {"spec": {"hostAliases": [{"$patch": "replace"}, {"ip": "10.0.0.1", "hostnames": ["a"]},
+                                                         {"ip": "10.0.0.2", "$patch": "delete"}]}},
+    "new-key-nested-directive": {"spec": {"overhead": {"cpu": "1", "x": {"$patch": "delete"}}}},
+    "new-key-map-directive": {"spec": {"readinessGates": [{"conditionType": "a"}], "os": {"$patch": "replace", "name": "linux"}}},
+    "type-change-directive": {"spec": {"terminationGracePeriodSeconds": {"$patch": "replace"}}},
 }
 
 #: name -> patch that both implementations refuse.
@@ -110,6 +118,11 @@ def test_expectations_without_kubectl() -> None:
     out = patch_pod_template(t, CASES["volume-retain-keys"])
     assert {"name": "checkpoints", "emptyDir": {}} in out["spec"]["volumes"]
     assert patch_pod_template(t, {}) == t and t == _template()  # no change, and the input is not modified
+    out = patch_pod_template(t, CASES["new-key-list-directives"])
+    assert out["spec"]["hostAliases"] == [{"ip": "10.0.0.1", "hostnames": ["a"]}]
+    out = patch_pod_template(t, CASES["new-key-map-directive"])
+    assert "os" not in out["spec"] and out["spec"]["readinessGates"] == [{"conditionType": "a"}]
+    assert "terminationGracePeriodSeconds" not in patch_pod_template(t, CASES["type-change-directive"])["spec"]
     with pytest.raises(SmpError, match=r"\$setElementOrder"):
         patch_pod_template(t, {"spec": {"$setElementOrder/containers": [{"name": "pytorch"}]}})
 

@@ -100,6 +100,37 @@ def _sizes(spec: dict[str, Any]) -> tuple[int, int]:
     return procs, gpus
 
 
+#: dnsPolicy values under which a pod on the node's network still resolves the master's Service
+#: (``None``: the patch's own dnsConfig names the resolvers).
+HOST_NETWORK_DNS = ("ClusterFirstWithHostNet", "None")
+
+
+def _check_patched_pod(pod: Any) -> None:
+    """What render guarantees beyond validate's rules, checked again after ``podTemplatePatch``.
+
+    Raises:
+        SpecError: a container beside ``pytorch`` (a plain second container keeps a failed pod
+            running, so the pod never fails and the restart policy never acts: sidecars are native,
+            ``spec.sidecars``), or ``hostNetwork`` without ``dnsPolicy: ClusterFirstWithHostNet``
+            (the node's resolver does not know the master's Service name).
+    """
+    if not isinstance(pod, dict):
+        return
+    containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
+    if not any(c.get("name") == CONTAINER for c in containers):
+        return  # no pytorch container at all: validate says so (KDP104)
+    for c in containers:
+        if c.get("name") != CONTAINER:
+            raise SpecError(f"container {c.get('name')!r} beside pytorch would keep a failed pod running, so the pod "
+                            "never fails and the restart policy never acts; list it under spec.sidecars (rendered as a "
+                            "native sidecar, stopped when pytorch ends)", path="spec.podTemplatePatch.spec.containers")
+    if pod.get("hostNetwork") is True and pod.get("dnsPolicy") not in HOST_NETWORK_DNS:
+        raise SpecError(f"hostNetwork with dnsPolicy {pod.get('dnsPolicy', 'ClusterFirst')!r}: on the node's resolver the "
+                        "master's Service name does not resolve; set spec.hostNetwork (render sets dnsPolicy "
+                        "ClusterFirstWithHostNet) or dnsPolicy ClusterFirstWithHostNet in the patch",
+                        path="spec.podTemplatePatch.spec.hostNetwork")
+
+
 def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
     """The template context for a checked DDPJob.
 
@@ -179,6 +210,7 @@ def build_model(ddp: dict[str, Any]) -> dict[str, Any]:
             template = patch_pod_template(template, spec["podTemplatePatch"])
         except SmpError as exc:
             raise SpecError(f"not a valid strategic-merge patch: {exc}", path="spec.podTemplatePatch" + exc.path) from exc
+        _check_patched_pod(template.get("spec"))
     restart = spec.get("restartPolicy", d["restartPolicy"])
     if elastic:
         replicas = [("Worker", elastic["maxNodes"])]

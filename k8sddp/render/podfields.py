@@ -33,7 +33,10 @@ OVERCOMMITTABLE = ("cpu", "memory", "ephemeral-storage")
 
 
 def _norm(path: str) -> str:
-    return posixpath.normpath(path) if path else path
+    """The path the kubelet mounts at: a relative mountPath is made absolute (``dev/shm`` is
+    ``/dev/shm``, kubelet ``MakeAbsolutePath``), and ``//dev/shm`` is ``/dev/shm`` too (normpath
+    keeps two leading slashes)."""
+    return "/" + posixpath.normpath("/" + path).lstrip("/") if path else path
 
 
 def _inside(path: str, root: str) -> bool:

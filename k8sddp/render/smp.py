@@ -18,8 +18,8 @@ Refused with :class:`SmpError` (where the library errors too): an unknown ``$pat
 ``$patch: merge`` in a list, a list item without its merge key, and ``$setElementOrder/<field>``,
 which k8sddp does not implement (write the items in the order wanted, or ``$patch: replace``).
 
-Values the patch adds where the original has nothing are taken as they are (nulls dropped), as
-the library does; the rendered result is then validated, so what the API server would refuse is
+Values the patch adds where the original has nothing (or holds another type) are taken as they
+are, nulls dropped and every map holding ``$patch`` removed (the library's ``removeDirectives``); the rendered result is then validated, so what the API server would refuse is
 refused before it leaves ``render``.
 """
 
@@ -104,6 +104,23 @@ def _discard_nulls(value: Any) -> Any:
     return value
 
 
+def _remove_directives(value: Any) -> tuple[Any, bool]:
+    """strategicpatch's ``removeDirectives``, applied to a value taken whole from the patch (the
+    original lacks the key, or holds another type): a map holding ``$patch`` is dropped, in a map
+    (the key goes) or a list (the item goes), at any depth. Returns (value, keep it)."""
+    if isinstance(value, dict):
+        if DIRECTIVE in value:
+            return None, False
+        for key in list(value):
+            value[key], keep = _remove_directives(value[key])
+            if not keep:
+                del value[key]
+        return value, True
+    if isinstance(value, list):
+        return [v for v, keep in map(_remove_directives, value) if keep], True
+    return value, True
+
+
 def _merge_map(original: dict[str, Any], patch: dict[str, Any], kind: str, path: str) -> dict[str, Any]:
     if DIRECTIVE in patch:
         directive = patch[DIRECTIVE]
@@ -137,7 +154,11 @@ def _merge_map(original: dict[str, Any], patch: dict[str, Any], kind: str, path:
             original.pop(key, None)
             continue
         if key not in original or type(original[key]) is not type(value):
-            original[key] = _discard_nulls(value)
+            kept, keep = _remove_directives(_discard_nulls(value))
+            if keep:
+                original[key] = kept
+            else:
+                original.pop(key, None)
             continue
         if isinstance(value, dict):
             original[key] = _merge_map(original[key], value, _MAP_TYPES.get((kind, key), ""), here)

@@ -20,7 +20,10 @@ from ..validate.yamlio import Locator, load_documents
 
 __all__ = ["apply_sets", "check_spec", "load_spec"]
 
-_SEGMENT = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
+#: A map key (``\.`` is a dot inside it, as helm reads ``--set``: ``vpc\.amazonaws\.com/efa``) or a
+#: list index.
+_SEGMENT = re.compile(r"((?:[^.\[\]\\]|\\.)+)|\[(\d+)\]")
+_ESCAPE = re.compile(r"\\(.)")
 
 
 def _read(source: str) -> tuple[str, str]:
@@ -45,7 +48,8 @@ def load_spec(source: str, *, sets: Iterable[str] = (), set_strings: Iterable[st
 
     Args:
         source: file path or ``-``.
-        sets: ``PATH=VALUE`` overrides (``spec.nodes=4``; the value is read as a YAML scalar).
+        sets: ``PATH=VALUE`` overrides (``spec.nodes=4``; the value is read as a YAML scalar; ``\\.``
+            is a dot inside a key: ``spec.resources.limits.vpc\\.amazonaws\\.com/efa=32``).
         set_strings: ``PATH=VALUE`` overrides whose value is always a string (``spec.torchVersion=2.10``).
 
     Returns:
@@ -63,9 +67,25 @@ def load_spec(source: str, *, sets: Iterable[str] = (), set_strings: Iterable[st
     docs = [d for d in docs if d.data is not None]
     if len(docs) != 1:
         raise SpecError(f"expected exactly one YAML document, found {len(docs)}", file=name)
-    spec = apply_sets(apply_sets(docs[0].data, sets), set_strings, as_string=True)
+    spec = whole_numbers(apply_sets(apply_sets(docs[0].data, sets), set_strings, as_string=True))
     check_spec(spec, file=name, locator=Locator(text), doc_index=docs[0].index)
     return spec
+
+
+def whole_numbers(value: Any) -> Any:
+    """``value`` with every whole float (``2.0``, ``8.0``, ``1.0e3``) made an int, at any depth.
+
+    JSON Schema's ``integer`` accepts ``2.0``, so ``nodes: 2.0`` or ``--set spec.procsPerNode=8.0``
+    passed the schema and rendered ``replicas: 1.0``, ``nprocPerNode: "8.0"`` and
+    ``--nproc-per-node=8.0`` (which torchrun cannot parse) or ``K8SDDP_SEED=7.0``. No DDPJob or pod
+    field is a float, so the value is the same number."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
 
 
 def _parse_path(path: str) -> list[str | int]:
@@ -74,7 +94,7 @@ def _parse_path(path: str) -> list[str | int]:
     for m in _SEGMENT.finditer(path):
         if m.start() != pos and path[pos:m.start()] != ".":
             raise UsageError(f"--set {path!r}: malformed path")
-        parts.append(int(m.group(2)) if m.group(2) is not None else m.group(1))
+        parts.append(int(m.group(2)) if m.group(2) is not None else _ESCAPE.sub(r"\1", m.group(1)))
         pos = m.end()
     if not parts or pos != len(path):
         raise UsageError(f"--set {path!r}: malformed path; expected e.g. spec.nodes or spec.env[0].value")
@@ -136,6 +156,9 @@ def check_spec(spec: Any, *, file: str = "<spec>", locator: Locator | None = Non
         first_line = first_line or line
         message = err.message
         if path == ["spec"] and "is not allowed for" in message and "elastic" in message:
+            body = spec.get("spec") if isinstance(spec, dict) else None
+            if not (isinstance(body, dict) and "nodes" in body and "elastic" in body):
+                continue  # the not-both rule also fails on a spec that is no mapping: its type error says it
             message = "use either spec.nodes (Master + Workers) or spec.elastic (Worker-only, elastic), not both"
         lines.append(f"{file}{':' + str(line) if line else ''}: {json_path(path) or '(top)'}: {message}")
     raise SpecError(
