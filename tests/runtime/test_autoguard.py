@@ -50,6 +50,29 @@ def test_only_the_worker_running_the_target_arms(tmp_path: Path) -> None:
     assert not runs_target("module:pkg.train", ["python", "-m", "pkg.other"])
 
 
+def test_bootstrap_imports_the_launchers_k8sddp_not_another_on_the_workers_path(tmp_path: Path) -> None:
+    # torchrun from PATH (a pyenv shim, the system one next to a venv's k8sddp) runs the workers
+    # under another interpreter: a k8sddp there (older, or a stray folder) must not be the one armed
+    import os
+    import subprocess
+
+    from k8sddp.runtime.autoguard import BOOTSTRAP_DIR
+
+    stray = tmp_path / "stray"
+    (stray / "k8sddp").mkdir(parents=True)
+    (stray / "k8sddp" / "__init__.py").write_text("")
+    script = tmp_path / "train.py"
+    script.write_text("import k8sddp.runtime; print(k8sddp.runtime.__file__)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BOOTSTRAP_DIR), str(stray)]),
+           "K8SDDP_AUTOGUARD_ARM": f"script:{tmp_path / 'other.py'}", "TORCHELASTIC_RUN_ID": "x",
+           "LOCAL_RANK": "0", "RANK": "0"}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert "bootstrap failed" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    real = Path(__file__).resolve().parents[2] / "k8sddp"
+    assert out.stdout.strip().startswith(str(real)), out.stdout
+
+
 def test_post_import_hook_patches_after_the_module_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "zc_probe_mod.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
