@@ -191,6 +191,13 @@ class Launcher:
             _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0, maximum=120.0)
         except UsageError as exc:
             problems.append(str(exc))
+        from .autoguard import target_of
+
+        script = target_of(self.command)
+        if script is not None and script.startswith("script:") and not os.path.isfile(script[7:]):
+            # torchrun would start every worker only for each to print "can't open file" and exit
+            # 2, which the launcher then reported as the script's own sys.exit (1, final)
+            problems.append(f"{script[7:]}: no such training script (relative to {os.getcwd()})")
         if problems:
             raise UsageError("refusing to start: " + "; ".join(problems))
         artifacts = ArtifactDir(Path(self.env[gv.ARTIFACT_DIR]))

@@ -333,6 +333,16 @@ def test_learn_factor_out_of_range_is_not_called_seconds_or_7_days(tmp_path: Pat
     assert "7 days" in problem
 
 
+def test_launch_refuses_a_missing_training_script_with_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a"))
+    monkeypatch.chdir(tmp_path)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "nosuch.py"]
+    assert main(["launch", "--", *cmd]) == ec.CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert "nosuch.py: no such training script" in err and "Traceback" not in err
+    assert not (tmp_path / "a" / "runs").exists() or not any((tmp_path / "a" / "runs").iterdir())
+
+
 def test_launch_refuses_nonfinite_timeout_with_2(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a", K8SDDP_WATCHDOG_TIMEOUT_SECONDS="inf"))
     assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.CONFIG_ERROR
