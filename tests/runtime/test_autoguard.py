@@ -104,6 +104,24 @@ def _learner(hb: LearningHeartbeat, root: Path | None, rank: int = 0, **kw: floa
                          warmup=int(kw.get("warmup", 3)), floor_s=kw.get("floor", 0.5))
 
 
+def test_a_learned_budget_clamped_to_the_fixed_one_is_reported_fixed(tmp_path: Path) -> None:
+    # K8SDDP_WATCHDOG_MIN_SECONDS above K8SDDP_WATCHDOG_TIMEOUT_SECONDS: the fixed budget fires,
+    # the record said "learned: 5 x longest interval 0.03 s" for a 10 s budget and counted a fire
+    hb = LearningHeartbeat({"step": 10.0, "data": 10.0}, 10.0)
+    hb.beat(0, "step")
+    for i in range(4):
+        time.sleep(0.01)
+        hb.beat(i, "step")
+    learner = _learner(hb, tmp_path, floor=60.0)
+    learner.update(force=True)
+    assert hb.budget_of("step") == 10.0
+    info = learner.describe("step")
+    assert info["budget_source"] == "fixed" and info["learned"]["budget_s"] == 10.0
+    learner.fired("step")
+    again = _learner(LearningHeartbeat({"step": 10.0}, 10.0), tmp_path, floor=0.001)
+    assert not again._fired_before.get("step")  # the next attempt keeps its factor
+
+
 def test_learned_budget_is_k_times_longest_on_any_rank_clamped(tmp_path: Path) -> None:
     hb0, hb1 = LearningHeartbeat({"step": 10.0, "data": 10.0}, 10.0), LearningHeartbeat({}, 10.0)
     for hb, gap in ((hb0, 0.01), (hb1, 0.2)):
