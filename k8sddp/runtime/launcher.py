@@ -418,7 +418,13 @@ class Launcher:
         except OSError as exc:
             self._warn(f"cannot update the hang-streak state {state_path}: {exc}")
         rank0 = started.get(0) or next(iter(started.values()), {})
+        if record.get("autoguard") and error is None and not started:
+            # the workers' bootstrap never armed (it says why on stderr, "k8sddp autoguard:
+            # bootstrap failed"): the run was not guarded, which an exit 0 alone would hide
+            self._warn(f"zero-code guard for {record['autoguard']} armed no worker (no started "
+                       "record): the script ran unguarded; see 'k8sddp autoguard:' lines above")
         record.update({
+            "autoguard_armed": bool(started) if record.get("autoguard") else None,
             "status": "finished",
             "end": _utc(),
             "child_exit_code": child_code,

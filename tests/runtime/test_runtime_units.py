@@ -343,6 +343,21 @@ def test_launch_refuses_a_missing_training_script_with_2(tmp_path: Path, monkeyp
     assert not (tmp_path / "a" / "runs").exists() or not any((tmp_path / "a" / "runs").iterdir())
 
 
+def test_launch_warns_when_the_zero_code_guard_armed_no_worker(tmp_path: Path, monkeypatch, capsys) -> None:
+    # a worker bootstrap that failed (another interpreter's k8sddp) left an exit 0 that looked guarded
+    fake = tmp_path / "bin" / "torchrun"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["launch", "--", str(fake), "--nproc-per-node=2", "train.py"]) == ec.SUCCESS
+    assert "armed no worker" in capsys.readouterr().err
+    (record,) = (tmp_path / "a" / "runs").glob("*/run-node*.json")
+    assert json.loads(record.read_text())["autoguard_armed"] is False
+
+
 def test_launch_refuses_nonfinite_timeout_with_2(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a", K8SDDP_WATCHDOG_TIMEOUT_SECONDS="inf"))
     assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.CONFIG_ERROR
