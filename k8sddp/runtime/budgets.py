@@ -215,11 +215,17 @@ class BudgetLearner:
         group = GROUPS.get(phase)
         if group is None or group not in self.learned:
             return {"budget_source": "fixed", "budget_group": group}
-        return {"budget_source": "learned", "budget_group": group, "learned": dict(self.learned[group])}
+        learned = dict(self.learned[group])
+        ceiling = learned.get("ceiling_s")
+        if ceiling is not None and learned.get("budget_s", 0.0) >= ceiling:
+            # clamped to the fixed budget (k x longest above it, or a floor above it): the budget
+            # that fired is the fixed one, and a fire must not loosen the next attempt's factor
+            return {"budget_source": "fixed", "budget_group": group, "learned": learned}
+        return {"budget_source": "learned", "budget_group": group, "learned": learned}
 
     def fired(self, phase: str) -> None:
         """Count a fire of ``phase``'s learned budget on the volume (the next attempt doubles
         that group's factor)."""
         group = GROUPS.get(phase)
-        if group is not None and group in self.learned:
+        if group is not None and self.describe(phase)["budget_source"] == "learned":
             self._publish(self._local(), fired=group)

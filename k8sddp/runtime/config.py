@@ -54,7 +54,7 @@ MAX_SECONDS = float(bounds.MAX_DURATION_SECONDS)
 
 
 def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float,
-            maximum: float = MAX_SECONDS) -> float:
+            maximum: float = MAX_SECONDS, seconds: bool = True) -> float:
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -63,12 +63,22 @@ def _number(env: Mapping[str, str], name: str, default: float, *, minimum: float
     except ValueError:
         raise UsageError(f"{name}={raw!r} is not a number") from None
     if not math.isfinite(value):
-        raise UsageError(f"{name}={raw!r} must be a finite number of seconds")
+        raise UsageError(f"{name}={raw!r} must be a finite number" + (" of seconds" if seconds else ""))
     if value < minimum:
         raise UsageError(f"{name}={raw!r} must be >= {minimum:g}")
-    if value > maximum:
-        raise UsageError(f"{name}={raw!r} must be <= {maximum:g} (7 days)")
+    if value > maximum:  # "(7 days)" only where that is the bound (not K8SDDP_LEARN_FACTOR's 1000)
+        days = " (7 days)" if maximum == MAX_SECONDS else ""
+        raise UsageError(f"{name}={raw!r} must be <= {maximum:g}{days}")
     return value
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    """An on/off variable: unset, empty or ``1`` on, ``0`` off; anything else (``false``, ``off``,
+    ``no``) is refused, since it would otherwise silently mean on."""
+    raw = env.get(name, "").strip()
+    if raw not in ("", "0", "1"):
+        raise UsageError(f"{name}={raw!r} must be 0 (off) or 1 (on)")
+    return raw != "0"
 
 
 def _integer(env: Mapping[str, str], name: str, default: int, *, minimum: int,
@@ -189,8 +199,9 @@ class RuntimeConfig:
             checkpoint_keep=_integer(env, CHECKPOINT_KEEP, DEFAULT_CHECKPOINT_KEEP, minimum=1),
             stop_grace_s=grace,
             trace_interval_s=_number(env, TRACE_INTERVAL, DEFAULT_TRACE_INTERVAL_SECONDS, minimum=0.0),
-            learn=env.get(LEARN_BUDGETS, "").strip() != "0",
-            learn_factor=_number(env, LEARN_FACTOR, DEFAULT_LEARN_FACTOR, minimum=1.0, maximum=1000.0),
+            learn=_switch(env, LEARN_BUDGETS),
+            learn_factor=_number(env, LEARN_FACTOR, DEFAULT_LEARN_FACTOR, minimum=1.0, maximum=1000.0,
+                                 seconds=False),
             learn_warmup=_integer(env, LEARN_WARMUP, DEFAULT_LEARN_WARMUP, minimum=1),
             min_budget_s=_number(env, WATCHDOG_MIN, DEFAULT_WATCHDOG_MIN_SECONDS, minimum=0.001),
         )
@@ -245,6 +256,7 @@ def check_guard_env(env: Mapping[str, str]) -> list[str]:
         if env.get(name, "").strip() == "0":
             problems.append(f"{name}=0 switches a safety net off")
     try:  # the optional knobs too: a worker would refuse them anyway, after torchrun started
+        _switch(env, AUTOGUARD)
         RuntimeConfig.from_env(env)
     except UsageError as exc:
         if str(exc) not in problems:

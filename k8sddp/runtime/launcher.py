@@ -191,6 +191,13 @@ class Launcher:
             _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0, maximum=120.0)
         except UsageError as exc:
             problems.append(str(exc))
+        from .autoguard import target_of
+
+        script = target_of(self.command)
+        if script is not None and script.startswith("script:") and not os.path.isfile(script[7:]):
+            # torchrun would start every worker only for each to print "can't open file" and exit
+            # 2, which the launcher then reported as the script's own sys.exit (1, final)
+            problems.append(f"{script[7:]}: no such training script (relative to {os.getcwd()})")
         if problems:
             raise UsageError("refusing to start: " + "; ".join(problems))
         artifacts = ArtifactDir(Path(self.env[gv.ARTIFACT_DIR]))
@@ -411,7 +418,13 @@ class Launcher:
         except OSError as exc:
             self._warn(f"cannot update the hang-streak state {state_path}: {exc}")
         rank0 = started.get(0) or next(iter(started.values()), {})
+        if record.get("autoguard") and error is None and not started:
+            # the workers' bootstrap never armed (it says why on stderr, "k8sddp autoguard:
+            # bootstrap failed"): the run was not guarded, which an exit 0 alone would hide
+            self._warn(f"zero-code guard for {record['autoguard']} armed no worker (no started "
+                       "record): the script ran unguarded; see 'k8sddp autoguard:' lines above")
         record.update({
+            "autoguard_armed": bool(started) if record.get("autoguard") else None,
             "status": "finished",
             "end": _utc(),
             "child_exit_code": child_code,

@@ -50,6 +50,29 @@ def test_only_the_worker_running_the_target_arms(tmp_path: Path) -> None:
     assert not runs_target("module:pkg.train", ["python", "-m", "pkg.other"])
 
 
+def test_bootstrap_imports_the_launchers_k8sddp_not_another_on_the_workers_path(tmp_path: Path) -> None:
+    # torchrun from PATH (a pyenv shim, the system one next to a venv's k8sddp) runs the workers
+    # under another interpreter: a k8sddp there (older, or a stray folder) must not be the one armed
+    import os
+    import subprocess
+
+    from k8sddp.runtime.autoguard import BOOTSTRAP_DIR
+
+    stray = tmp_path / "stray"
+    (stray / "k8sddp").mkdir(parents=True)
+    (stray / "k8sddp" / "__init__.py").write_text("")
+    script = tmp_path / "train.py"
+    script.write_text("import k8sddp.runtime; print(k8sddp.runtime.__file__)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BOOTSTRAP_DIR), str(stray)]),
+           "K8SDDP_AUTOGUARD_ARM": f"script:{tmp_path / 'other.py'}", "TORCHELASTIC_RUN_ID": "x",
+           "LOCAL_RANK": "0", "RANK": "0"}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert "bootstrap failed" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    real = Path(__file__).resolve().parents[2] / "k8sddp"
+    assert out.stdout.strip().startswith(str(real)), out.stdout
+
+
 def test_post_import_hook_patches_after_the_module_ran(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "zc_probe_mod.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -79,6 +102,24 @@ def _learner(hb: LearningHeartbeat, root: Path | None, rank: int = 0, **kw: floa
     return BudgetLearner(hb, {"step": 10.0, "data": 10.0, "hook": 10.0, "eval": 30.0},
                          artifact_dir=root, rank=rank, factor=kw.get("factor", 5.0),
                          warmup=int(kw.get("warmup", 3)), floor_s=kw.get("floor", 0.5))
+
+
+def test_a_learned_budget_clamped_to_the_fixed_one_is_reported_fixed(tmp_path: Path) -> None:
+    # K8SDDP_WATCHDOG_MIN_SECONDS above K8SDDP_WATCHDOG_TIMEOUT_SECONDS: the fixed budget fires,
+    # the record said "learned: 5 x longest interval 0.03 s" for a 10 s budget and counted a fire
+    hb = LearningHeartbeat({"step": 10.0, "data": 10.0}, 10.0)
+    hb.beat(0, "step")
+    for i in range(4):
+        time.sleep(0.01)
+        hb.beat(i, "step")
+    learner = _learner(hb, tmp_path, floor=60.0)
+    learner.update(force=True)
+    assert hb.budget_of("step") == 10.0
+    info = learner.describe("step")
+    assert info["budget_source"] == "fixed" and info["learned"]["budget_s"] == 10.0
+    learner.fired("step")
+    again = _learner(LearningHeartbeat({"step": 10.0}, 10.0), tmp_path, floor=0.001)
+    assert not again._fired_before.get("step")  # the next attempt keeps its factor
 
 
 def test_learned_budget_is_k_times_longest_on_any_rank_clamped(tmp_path: Path) -> None:

@@ -314,6 +314,50 @@ def test_optional_knobs_and_relative_artifact_dir_are_refused_by_launch(tmp_path
     assert "absolute" in problem
 
 
+# -- review of issue 12 ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["K8SDDP_AUTOGUARD", "K8SDDP_LEARN_BUDGETS"])
+@pytest.mark.parametrize("value", ["false", "off", "no", "maybe"])
+def test_on_off_knobs_refuse_values_that_would_silently_mean_on(tmp_path: Path, name: str, value: str) -> None:
+    (problem,) = check_guard_env(guard_env(tmp_path, **{name: value}))
+    assert name in problem and "0 (off) or 1 (on)" in problem
+    for ok in ("0", "1", ""):
+        assert check_guard_env(guard_env(tmp_path, **{name: ok})) == []
+
+
+def test_learn_factor_out_of_range_is_not_called_seconds_or_7_days(tmp_path: Path) -> None:
+    (problem,) = check_guard_env(guard_env(tmp_path, K8SDDP_LEARN_FACTOR="1e9"))
+    assert "<= 1000" in problem and "7 days" not in problem
+    (problem,) = check_guard_env(guard_env(tmp_path, K8SDDP_LEARN_FACTOR="nan"))
+    assert "seconds" not in problem
+    (problem,) = check_guard_env(guard_env(tmp_path, K8SDDP_STOP_GRACE_SECONDS="1e9"))
+    assert "7 days" in problem
+
+
+def test_launch_refuses_a_missing_training_script_with_2(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a"))
+    monkeypatch.chdir(tmp_path)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", "nosuch.py"]
+    assert main(["launch", "--", *cmd]) == ec.CONFIG_ERROR
+    err = capsys.readouterr().err
+    assert "nosuch.py: no such training script" in err and "Traceback" not in err
+    assert not (tmp_path / "a" / "runs").exists() or not any((tmp_path / "a" / "runs").iterdir())
+
+
+def test_launch_warns_when_the_zero_code_guard_armed_no_worker(tmp_path: Path, monkeypatch, capsys) -> None:
+    # a worker bootstrap that failed (another interpreter's k8sddp) left an exit 0 that looked guarded
+    fake = tmp_path / "bin" / "torchrun"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    (tmp_path / "train.py").write_text("")
+    monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["launch", "--", str(fake), "--nproc-per-node=2", "train.py"]) == ec.SUCCESS
+    assert "armed no worker" in capsys.readouterr().err
+    (record,) = (tmp_path / "a" / "runs").glob("*/run-node*.json")
+    assert json.loads(record.read_text())["autoguard_armed"] is False
+
+
 def test_launch_refuses_nonfinite_timeout_with_2(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setattr(os, "environ", guard_env(tmp_path / "a", K8SDDP_WATCHDOG_TIMEOUT_SECONDS="inf"))
     assert main(["launch", "--", sys.executable, "-c", "pass"]) == ec.CONFIG_ERROR

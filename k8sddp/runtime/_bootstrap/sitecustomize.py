@@ -20,8 +20,27 @@ def _chain() -> None:
     spec.loader.exec_module(module)
 
 
+def _pkg_root() -> None:
+    """Import ``k8sddp`` from the tree this folder belongs to (``<root>/k8sddp/runtime/_bootstrap``),
+    the launcher's own code: torchrun may run the workers under another interpreter (a pyenv shim,
+    the system ``torchrun`` next to a venv's ``k8sddp``) that has no k8sddp, an older one, or a
+    stray ``k8sddp`` namespace folder. The root stays on ``sys.path`` only for that import."""
+    if "k8sddp" in sys.modules:
+        return
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    if not os.path.isfile(os.path.join(root, "k8sddp", "__init__.py")):
+        return
+    sys.path.insert(0, root)
+    try:
+        import k8sddp  # noqa: F401
+    finally:
+        with __import__("contextlib").suppress(ValueError):
+            sys.path.remove(root)
+
+
 if os.environ.get("K8SDDP_AUTOGUARD_ARM") and os.environ.get("LOCAL_RANK") and os.environ.get("TORCHELASTIC_RUN_ID"):
     try:
+        _pkg_root()
         from k8sddp.runtime.autoguard import bootstrap
 
         bootstrap()
