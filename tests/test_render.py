@@ -236,7 +236,7 @@ def test_cli_render_to_a_full_device_is_one_line_exit_2():
         proc = subprocess.run([sys.executable, "-m", "k8sddp", "render", EXAMPLE], stdout=full, stderr=subprocess.PIPE,
                               text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines() == ["k8sddp render: cannot write the output: No space left on device"]
+    assert proc.stderr.strip().splitlines() == ["k8sddp render: cannot write output: standard output: No space left on device"]
 
 
 def test_spec_of_the_wrong_type_gets_no_nodes_or_elastic_message():
