@@ -131,10 +131,10 @@ def vap_objects(
     selector = _namespace_selector(exempt_label)
     if selector:
         binding["spec"]["matchResources"] = {"namespaceSelector": selector}
-    return [policy, binding, *_trainer_vap(f"{name}-trainjob", selector, failure_policy)]
+    return [policy, binding, *_trainer_vap(f"{name}-trainjob", selector, failure_policy, list(actions or ["Deny"]))]
 
 
-def _trainer_vap(name: str, selector: dict[str, Any], failure_policy: str) -> list[dict[str, Any]]:
+def _trainer_vap(name: str, selector: dict[str, Any], failure_policy: str, actions: list[str]) -> list[dict[str, Any]]:
     """The TrainJob policy and binding (:mod:`k8sddp.admission.celtrainer`)."""
     annotations = _annotations() | {"k8sddp.dev/rules": ",".join(v.rule.id for v in TRAINJOB_VALIDATIONS)}
     policy = {
@@ -159,7 +159,7 @@ def _trainer_vap(name: str, selector: dict[str, Any], failure_policy: str) -> li
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingAdmissionPolicyBinding",
         "metadata": {"name": name, "labels": _labels(), "annotations": annotations},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
+        "spec": {"policyName": name, "validationActions": actions},
     }
     if selector:
         binding["spec"]["matchResources"] = {"namespaceSelector": selector}

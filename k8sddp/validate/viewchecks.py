@@ -74,9 +74,7 @@ def describe_group(view: PodTemplateView) -> str:
 
 
 def _message(rule_id: str, view: PodTemplateView, env: Mapping[str, EnvValue]) -> str:
-    text = _env_message(rule_id, "", dict(env) if not isinstance(env, dict) else env)
-    # (_env_message starts with "replica <name>, container pytorch: "; the rest is the same for every kind)
-    return describe_group(view) + text.split(": ", 1)[1]
+    return _env_message(rule_id, describe_group(view), dict(env) if not isinstance(env, dict) else env)
 
 
 def _value_ok(value: EnvValue | None, pattern: re.Pattern[str]) -> bool:

@@ -28,10 +28,13 @@ def test_parse_mode_refuses(text: str, why: str) -> None:
 @pytest.mark.parametrize(("mode", "actions"), [("warn", ["Warn"]), ("audit", ["Audit"]), ("deny", ["Deny"])])
 def test_export_writes_the_binding_actions(mode: str, actions: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "export", "--format", "vap", "--mode", mode]) == 0
-    policy, binding = yaml.safe_load_all(capsys.readouterr().out)
-    assert binding["spec"]["validationActions"] == actions
-    # the policy itself does not change with the mode: only the binding does
-    assert policy == vap_objects()[0]
+    objects = list(yaml.safe_load_all(capsys.readouterr().out))
+    bindings = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert len(bindings) == 2  # the PyTorchJob policy's and the TrainJob policy's
+    assert all(b["spec"]["validationActions"] == actions for b in bindings)
+    # the policies themselves do not change with the mode: only the bindings do
+    defaults = vap_objects()
+    assert [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"] == [o for o in defaults if o["kind"] == "ValidatingAdmissionPolicy"]
 
 
 def test_default_is_deny_and_kyverno_modes(capsys: pytest.CaptureFixture[str]) -> None:

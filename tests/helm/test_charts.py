@@ -367,20 +367,26 @@ def test_webhook_chart_objects_pass_structure_checks(helm_render: Renderer, file
     assert ref["path"] == args.path
     assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "None"
     # One rule per API group of the registered kinds, with every kind's resource: the webhook serves them all.
-    from k8sddp import kinds
+    from k8sddp import kinds as registry
 
-    groups: dict[str, list[str]] = {}
-    for k in kinds.kinds():
-        groups.setdefault(k.group, []).append(k.status.plural)
-    assert hook["rules"] == [{"apiGroups": [g], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                              "resources": plurals, "scope": "Namespaced"} for g, plurals in groups.items()]
+    # (kinds that serve no version, such as a TrainJob under the wrong group, are only recognised to be refused)
+    groups: dict[tuple[str, tuple[str, ...]], set[str]] = {}
+    for k in registry.kinds():
+        if k.versions:
+            groups.setdefault((k.group, k.versions), set()).add(k.status.plural)
+    got = {(r["apiGroups"][0], tuple(r["apiVersions"])): set(r["resources"]) for r in hook["rules"]}
+    assert got == groups
+    for r in hook["rules"]:
+        assert r["operations"] == ["CREATE", "UPDATE"]
+        # ClusterTrainingRuntime is cluster-scoped: the Trainer rule matches both scopes
+        assert r["scope"] == ("*" if r["apiGroups"] == ["trainer.kubeflow.org"] else "Namespaced")
     assert [(c["name"], c["expression"]) for c in hook["matchConditions"]] == list(MATCH_CONDITIONS)
     assert 1 <= hook["timeoutSeconds"] <= 30
     assert vwc["metadata"]["annotations"]["k8sddp.dev/catalogue-version"] == CATALOGUE_VERSION
-    # least privilege: only get, only configmaps/namespaces, never secrets
+    # least privilege: only get, only configmaps/namespaces and the training runtimes a TrainJob names, never secrets
     for role in kinds.get("ClusterRole", []) + kinds.get("Role", []):
         for rule in role["rules"]:
-            assert rule["verbs"] == ["get"] and set(rule["resources"]) <= {"configmaps", "namespaces"}
+            assert rule["verbs"] == ["get"] and set(rule["resources"]) <= {"configmaps", "namespaces", "trainingruntimes", "clustertrainingruntimes"}
     # the pod mounts the certificate Secret the webhook serves
     secret_name = pod["spec"]["volumes"][0]["secret"]["secretName"]
     if "Certificate" in kinds:
@@ -395,10 +401,10 @@ def test_webhook_chart_objects_pass_structure_checks(helm_render: Renderer, file
 
 def test_webhook_rbac_follows_the_values(helm_render: Renderer) -> None:
     default = _by_kind(_render_webhook(helm_render))
-    assert [r["resources"] for r in default["ClusterRole"][0]["rules"]] == [["configmaps"]]
+    assert [r["resources"] for r in default["ClusterRole"][0]["rules"]] == [["configmaps"], ["clustertrainingruntimes", "trainingruntimes"]]  # runtimes: a TrainJob's runtimeRef
     assert "Role" not in default
     scoped = _by_kind(_render_webhook(helm_render, "namespaced-values.yaml"))
-    assert [r["resources"] for r in scoped["ClusterRole"][0]["rules"]] == [["namespaces"]]
+    assert [r["resources"] for r in scoped["ClusterRole"][0]["rules"]] == [["clustertrainingruntimes", "trainingruntimes"], ["namespaces"]]
     assert sorted(r["metadata"]["namespace"] for r in scoped["Role"]) == ["ml-team-a", "ml-team-b"]
     assert sorted(b["metadata"]["namespace"] for b in scoped["RoleBinding"]) == ["ml-team-a", "ml-team-b"]
     args = scoped["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["args"]
