@@ -22,6 +22,7 @@ __all__ = [
     "FOLKLORE",
     "check_env_settings",
     "check_template_restart_policy",
+    "credential_literals",
     "is_credential_name",
     "torch_bool",
 ]
@@ -76,6 +77,27 @@ def is_credential_name(name: str) -> bool:
     ``*_KEY_PATH`` and ``*_KEY_FILE`` are not."""
     upper = name.upper()
     return bool(_CREDENTIAL_SEGMENTS.intersection(upper.split("_"))) or upper.endswith(_CREDENTIAL_SUFFIXES)
+
+
+def credential_literals(value: object) -> list[str]:
+    """The texts under which a credential's literal ``value`` may appear in a message: its scalars
+    (a number too: ``value: 12345678``) and, for a list or an object, its JSON form; longest first."""
+    import json
+
+    found: set[str] = set()
+    stack: list[object] = [value]
+    while stack and len(found) < 1000:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack += list(node.values())
+        elif isinstance(node, list):
+            stack += node
+        elif node is not None and node != "":
+            found.add(str(node))
+            found.add(json.dumps(node, default=str))  # default: YAML 1.1 reads 2024-01-01 as a date
+    if isinstance(value, (dict, list)):
+        found.add(json.dumps(value, default=str))
+    return sorted((f for f in found if f), key=len, reverse=True)
 
 
 def _distance(a: str, b: str, limit: int) -> int:
