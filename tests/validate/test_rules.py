@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from k8sddp.catalogue import RULES, VALIDATOR_LAYERS
-from k8sddp.findings import Severity
 from k8sddp.validate import validate_paths
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
