@@ -18,6 +18,7 @@ import jsonschema_rs
 from .. import guardvars as gv
 from ..resources import load_schema
 from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
+from .envchecks import hide_credential_values
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
 from .jobparts import MAPPING as _MAPPING
 from .jobparts import get as _get
@@ -105,23 +106,6 @@ def _structure_message(rule_id: str, path: tuple[Any, ...], raw: str, instance: 
     return _short(raw)
 
 
-def _hide_credential(job: Any, path: tuple[Any, ...], message: str) -> str:
-    """``message`` without the literal value of a credential-named env entry that ``path`` goes
-    through (KDP217: a credential is never printed, not even in a type error like ``12345678 is
-    not of type "string"``)."""
-    from .envchecks import credential_literals, is_credential_name
-
-    for k in range(len(path) - 1):
-        if path[k] != "env" or not isinstance(path[k + 1], int):
-            continue
-        entry = _get(job, *path[: k + 2])
-        name = entry.get("name") if isinstance(entry, _MAPPING) else None
-        if isinstance(name, str) and is_credential_name(name) and "value" in entry:
-            for text in credential_literals(entry["value"]):
-                message = message.replace(text, "<hidden: KDP217>")
-    return message
-
-
 def _offending_key(err: Any) -> tuple[str, ...]:
     """For errors about a key rather than a value (an unknown field, a bad label key), the key:
     so that the finding points at the misspelt line, not at the start of the enclosing object."""
@@ -165,7 +149,7 @@ def check_structure(job: Mapping[str, Any]) -> list[RawFinding]:
             if (rule_id, path) in seen:
                 continue
             seen.add((rule_id, path))
-            message = _hide_credential(job, path, _structure_message(rule_id, path, err.message, err.instance))
+            message = hide_credential_values(job, path, _structure_message(rule_id, path, err.message, err.instance))
             findings.append(RawFinding(rule_id, path, message))
     findings += _check_service_names(job)
     findings += _check_list_maps(job)

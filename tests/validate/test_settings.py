@@ -115,3 +115,18 @@ def test_fix_diff_hides_a_credential_written_over_lines(tmp_path: Path) -> None:
     for part in ("escaped_part", "keymaterialline", "first_half", "second_half"):
         assert part not in done.stdout + done.stderr, done.stdout
     assert "<hidden: KDP217>" in done.stdout
+
+
+def test_ddpjob_spec_errors_never_print_a_credential(tmp_path: Path) -> None:
+    # KDP012 (validate) and render's refusal quote the schema error, which quoted the value.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "apiVersion: k8sddp.dev/v1alpha1\nkind: DDPJob\nmetadata: {name: d}\nspec:\n  image: x\n  command: {task: a:b}\n"
+        "  nodes: 2\n  checkpoint: {claimName: c, mountPath: /ck}\n  env:\n  - {name: DB_PASSWORD, value: 987654321}\n"
+    )
+    report = validate_paths([str(spec)], jobs=1)
+    assert [f.rule_id for f in report.findings] == ["KDP012"]
+    assert "987654321" not in REPORTERS["json"](report, tool="validate")
+    done = subprocess.run([sys.executable, "-m", "k8sddp", "render", str(spec)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "spec.env[0].value" in done.stderr, done.stderr
+    assert "987654321" not in done.stdout + done.stderr
