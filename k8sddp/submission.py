@@ -67,9 +67,21 @@ def _read(path: str) -> str:
         raise UsageError(f"{path}: cannot read: {exc}") from None
 
 
+class _ApiServerLoader(yaml.SafeLoader):
+    """SafeLoader that keeps a plain timestamp (2024-01-01) a string, as the API server's YAML
+    decoder does (go-yaml v2 into interface{}); a date object would crash the schema validator."""
+
+
+def _timestamp_as_str(loader: _ApiServerLoader, node: yaml.Node) -> str:
+    return str(node.value)
+
+
+_ApiServerLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_str)
+
+
 def _documents(text: str) -> list[Any]:
     docs: list[Any] = []
-    for doc in yaml.safe_load_all(text):
+    for doc in yaml.load_all(text, Loader=_ApiServerLoader):
         if doc is None:
             continue
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):

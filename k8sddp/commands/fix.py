@@ -159,7 +159,7 @@ def _credential_values(text: str) -> list[str]:
     anywhere in ``text``'s documents, longest first; ``[]`` when it does not parse."""
     import yaml
 
-    from ..validate.envchecks import is_credential_name
+    from ..validate.envchecks import credential_literals, is_credential_name
     from ..yamlgraph import load_all
 
     try:
@@ -177,20 +177,102 @@ def _credential_values(text: str) -> list[str]:
         if isinstance(node, dict):
             name, value = node.get("name"), node.get("value")
             if isinstance(name, str) and is_credential_name(name) and value not in (None, ""):
-                found.add(str(value))
+                found.update(credential_literals(value))
             stack += [(v, depth + 1) for v in node.values()]
         elif isinstance(node, list):
             stack += [(v, depth + 1) for v in node]
     return sorted(found, key=len, reverse=True)
 
 
-def hide_credentials(diff: str, original: str) -> tuple[str, int]:
+def _credential_spans(text: str) -> list[tuple[int, int, int, int]]:
+    """Where the literal values of credential-named env entries are written in ``text``: (first
+    line, column, last line, end column), 0-based; a block or multi-line scalar spans lines, and
+    its source form (escapes, folding) need not equal its value. ``[]`` when it does not parse."""
+    import yaml
+
+    from ..validate.envchecks import is_credential_name
+
+    try:
+        docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except (yaml.YAMLError, RecursionError):
+        return []
+    lines = text.splitlines()
+    spans: list[tuple[int, int, int, int]] = []
+    stack: list[Any] = [d for d in docs if d is not None]
+    seen: set[int] = set()
+    while stack:  # the node graph: each (aliased) node once, never expanded
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+            name, value = keys.get("name"), keys.get("value")
+            if (isinstance(name, yaml.ScalarNode) and is_credential_name(str(name.value)) and value is not None
+                    and not (isinstance(value, yaml.ScalarNode) and value.value == "")):
+                sl, sc, el, ec = value.start_mark.line, value.start_mark.column, value.end_mark.line, value.end_mark.column
+                if el > sl and ec == 0:  # a block scalar ends at the start of the next line
+                    el -= 1
+                    ec = len(lines[el]) if el < len(lines) else 0
+                spans.append((sl, sc, el, ec))
+            stack += [v for kv in node.value for v in kv]
+        elif isinstance(node, yaml.SequenceNode):
+            stack += node.value
+    return spans
+
+
+def _mask_line(line: str, lineno: int, spans: list[tuple[int, int, int, int]]) -> tuple[str, bool]:
+    """``line`` (0-based ``lineno``) with the part inside any of ``spans`` replaced by :data:`HIDDEN`."""
+    for sl, sc, el, ec in spans:
+        if not sl <= lineno <= el:
+            continue
+        start = sc if lineno == sl else len(line) - len(line.lstrip())
+        end = ec if lineno == el else len(line)
+        if end > start:
+            return line[:start] + HIDDEN + line[end:], True
+    return line, False
+
+
+def hide_credentials(diff: str, original: str, fixed: str | None = None) -> tuple[str, int]:
     """``diff`` with every literal value of a credential-named env variable of ``original``
-    replaced by :data:`HIDDEN` (fix never prints a credential), and how many values were hidden."""
+    (and ``fixed``) replaced by :data:`HIDDEN` (fix never prints a credential), and how many
+    values were hidden: by where each value is written, then by its text anywhere else."""
+    import re
+
+    old_spans, new_spans = _credential_spans(original), _credential_spans(fixed if fixed is not None else original)
+    out: list[str] = []
+    old_ln = new_ln = 0
+    masked: set[tuple[str, int, int]] = set()
+    for line in diff.splitlines(keepends=True):
+        m = re.match(r"@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@", line)
+        if m:
+            old_ln, new_ln = int(m.group(1)) - 1, int(m.group(2)) - 1
+            out.append(line)
+            continue
+        if line.startswith(("---", "+++")) or line[:1] not in (" ", "-", "+"):
+            out.append(line)
+            continue
+        body, end = (line[1:-1], line[-1]) if line.endswith("\n") else (line[1:], "")
+        if line[0] == "+":
+            body, hit = _mask_line(body, new_ln, new_spans)
+            key = ("+", new_ln, 0)
+            new_ln += 1
+        else:
+            body, hit = _mask_line(body, old_ln, old_spans)
+            key = ("-", old_ln, 0)
+            old_ln += 1
+            if line[0] == " ":
+                new_ln += 1
+        if hit:
+            masked.add(key)
+        out.append(line[0] + body + end)
+    diff = "".join(out)
+    spans_hit = sum(1 for sl, _, el, _ in old_spans if any(k[0] == "-" and sl <= k[1] <= el for k in masked))
+    spans_hit += sum(1 for sl, _, el, _ in new_spans if any(k[0] == "+" and sl <= k[1] <= el for k in masked))
     values = [v for v in _credential_values(original) if v in diff]
     for v in values:
         diff = diff.replace(v, HIDDEN)
-    return diff, len(values)
+    return diff, max(spans_hit, len(values))
 
 
 def _print_notes(result: FixResult, out: TextIO, check: bool) -> None:
@@ -252,7 +334,8 @@ def run(args: argparse.Namespace) -> int:
         changed += 1
         if args.check:
             rel = path.as_posix().lstrip("/")
-            diff, hidden = hide_credentials(unified_diff(result.original, result.fixed, f"a/{rel}", f"b/{rel}"), result.original)
+            diff, hidden = hide_credentials(unified_diff(result.original, result.fixed, f"a/{rel}", f"b/{rel}"),
+                                            result.original, result.fixed)
             sys.stdout.write(diff)
             if hidden:
                 print(f"{result.file}: the diff hides {hidden} literal value(s) of credential-named variables (KDP217), so it "

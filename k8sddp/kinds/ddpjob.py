@@ -19,6 +19,7 @@ import jsonschema_rs
 
 from ..errors import SpecError, ValidationError
 from ..resources import load_schema
+from ..validate.envchecks import hide_credential_values
 from ..validate.rawfinding import RawFinding
 from .base import CheckContext
 from .registry import register_wrapper
@@ -58,7 +59,11 @@ class DDPJobSpec(Wrapper):
         if errors:
             return Unwrapped(
                 [],
-                [RawFinding("KDP012", tuple(e.instance_path), f"not a valid DDPJob spec (schemas/{_SCHEMA}): {e.message}") for e in errors],
+                [
+                    RawFinding("KDP012", tuple(e.instance_path),
+                               hide_credential_values(obj, list(e.instance_path), f"not a valid DDPJob spec (schemas/{_SCHEMA}): {e.message}"))
+                    for e in errors
+                ],
             )
         try:
             rendered = render_spec(dict(obj))

@@ -15,6 +15,7 @@ import yaml
 
 from ..errors import SpecError, UsageError
 from ..resources import load_schema
+from ..validate.envchecks import hide_credential_values
 from ..validate.rawfinding import json_path
 from ..validate.yamlio import Locator, load_documents
 
@@ -154,7 +155,7 @@ def check_spec(spec: Any, *, file: str = "<spec>", locator: Locator | None = Non
         path = list(err.instance_path)
         line = locator.locate(doc_index, path)[0] if locator else 0
         first_line = first_line or line
-        message = err.message
+        message = hide_credential_values(spec, path, err.message)
         if path == ["spec"] and "is not allowed for" in message and "elastic" in message:
             body = spec.get("spec") if isinstance(spec, dict) else None
             if not (isinstance(body, dict) and "nodes" in body and "elastic" in body):

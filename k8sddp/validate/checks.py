@@ -18,6 +18,7 @@ import jsonschema_rs
 from .. import guardvars as gv
 from ..resources import load_schema
 from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY, container_rules
+from .envchecks import hide_credential_values
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
 from .jobparts import MAPPING as _MAPPING
 from .jobparts import get as _get
@@ -139,7 +140,8 @@ def schema_findings(
     Args:
         schema_name: the schema's file name (``pytorchjob.structure.json``).
         obj: the object (``null`` members are pruned first, as the API server does, when it fails as written).
-        message: ``(rule id, path, validator message, offending value) -> finding message``.
+        message: ``(rule id, path, validator message, offending value) -> finding message``; a
+            credential-named env var's literal value is then hidden (KDP217).
         default_rule: the rule of an error under no ``x-k8sddp-rule``.
 
     Returns:
@@ -157,7 +159,7 @@ def schema_findings(
         if (rule_id, path) in seen:
             continue
         seen.add((rule_id, path))
-        findings.append(RawFinding(rule_id, path, message(rule_id, path, err.message, err.instance)))
+        findings.append(RawFinding(rule_id, path, hide_credential_values(obj, path, message(rule_id, path, err.message, err.instance))))
     return findings
 
 

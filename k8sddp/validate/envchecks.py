@@ -9,7 +9,7 @@ controller overrides it. Messages never contain the value of a variable named li
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import guardvars as gv
@@ -22,6 +22,8 @@ __all__ = [
     "FOLKLORE",
     "check_env_settings",
     "check_template_restart_policy",
+    "credential_literals",
+    "hide_credential_values",
     "is_credential_name",
     "torch_bool",
 ]
@@ -76,6 +78,50 @@ def is_credential_name(name: str) -> bool:
     ``*_KEY_PATH`` and ``*_KEY_FILE`` are not."""
     upper = name.upper()
     return bool(_CREDENTIAL_SEGMENTS.intersection(upper.split("_"))) or upper.endswith(_CREDENTIAL_SUFFIXES)
+
+
+def credential_literals(value: object) -> list[str]:
+    """The texts under which a credential's literal ``value`` may appear in a message: its scalars
+    (a number too: ``value: 12345678``) and, for a list or an object, its JSON form; longest first."""
+    import json
+
+    found: set[str] = set()
+    stack: list[object] = [value]
+    while stack and len(found) < 1000:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack += list(node.values())
+        elif isinstance(node, list):
+            stack += node
+        elif node is not None and node != "":
+            found.add(str(node))
+            found.add(json.dumps(node, default=str))  # default: YAML 1.1 reads 2024-01-01 as a date
+    if isinstance(value, (dict, list)):
+        found.add(json.dumps(value, default=str))
+    return sorted((f for f in found if f), key=len, reverse=True)
+
+
+def hide_credential_values(obj: Any, path: Sequence[Any], message: str) -> str:
+    """``message`` without the literal value of a credential-named env entry that ``path`` (in
+    ``obj``) goes through: a credential is never printed, not even in a schema error such as
+    ``12345678 is not of type "string"`` (KDP101, KDP012, render's refusal)."""
+    for k in range(len(path) - 1):
+        if path[k] != "env" or not isinstance(path[k + 1], int):
+            continue
+        entry: Any = obj
+        for part in path[: k + 2]:
+            if isinstance(entry, Mapping):
+                entry = entry.get(part)
+            elif isinstance(entry, list) and isinstance(part, int) and 0 <= part < len(entry):
+                entry = entry[part]
+            else:
+                entry = None
+                break
+        name = entry.get("name") if isinstance(entry, Mapping) else None
+        if isinstance(entry, Mapping) and isinstance(name, str) and is_credential_name(name) and "value" in entry:
+            for text in credential_literals(entry["value"]):
+                message = message.replace(text, "<hidden: KDP217>")
+    return message
 
 
 def _distance(a: str, b: str, limit: int) -> int:

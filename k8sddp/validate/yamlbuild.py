@@ -59,6 +59,7 @@ _BOOL = "tag:yaml.org,2002:bool"
 _MAP = "tag:yaml.org,2002:map"
 _SEQ = "tag:yaml.org,2002:seq"
 _MERGE = "tag:yaml.org,2002:merge"
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _BOOL_VALUES: dict[str, bool] = yaml.constructor.SafeConstructor.bool_values
 _SCALAR = yaml.ScalarNode
 
@@ -133,6 +134,11 @@ class Builder:
                 return None
             if tag == _BOOL:
                 return _BOOL_VALUES[node.value.lower()]
+            if tag == _TIMESTAMP:
+                # The API server's YAML decoder (go-yaml v2 into interface{}) keeps a plain
+                # timestamp such as 2024-01-01 a string "for backward compatibility"; a date
+                # object would also crash the JSON Schema validator.
+                return node.value
             return self._loader.construct_object(node, deep=True)  # int, float, timestamp, !!binary...
         key = id(node)
         if key in self._done:

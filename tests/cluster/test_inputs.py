@@ -176,3 +176,18 @@ def test_nits_skipped_objects_note_help_text_and_wording(cli, tmp_path: Path, ca
     assert "``" not in res.out and ":mod:" not in res.out
     assert "after 1 pod restart (" in Messages("x").local_cap(1)[1]
     assert "after 3 pod restarts (" in Messages("x").local_cap(3)[1]
+
+
+def test_plain_timestamp_is_a_string_as_the_api_server_reads_it(cli, tmp_path: Path, manifest: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # A date label used to crash submit's validation (ValueError: Unsupported type: 'date').
+    monkeypatch.setenv("HOME", str(tmp_path))
+    job = tmp_path / "job.yaml"
+    import yaml
+
+    doc = yaml.safe_load(manifest.read_text())
+    doc["metadata"].setdefault("labels", {})["created"] = "DATE_HERE"
+    job.write_text(yaml.safe_dump(doc).replace("DATE_HERE", "2024-01-01"))
+    assert "created: 2024-01-01\n" in job.read_text()
+    res = cli("submit", "--dry-run=client", str(job))
+    assert res.code == 0, res.err

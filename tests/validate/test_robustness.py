@@ -63,3 +63,16 @@ def test_every_node_replaced_by_junk(target: str) -> None:
                 pytest.fail(f"{where}: {type(exc).__name__}: {exc}")
             checked += 1
     assert checked >= 25
+
+
+def test_plain_timestamps_are_strings_as_the_api_server_reads_them() -> None:
+    # go-yaml v2 into interface{} keeps 2024-01-01 a string; a date object crashed the schema validator.
+    text = (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: s\n  labels: {created: 2024-01-01}\n"
+        "  annotations: {at: 2001-12-14t21:59:43.10-05:00}\nspec:\n  pytorchReplicaSpecs:\n    Worker:\n      replicas: 1\n"
+        "      template:\n        spec:\n          containers:\n          - name: pytorch\n            image: img:1\n"
+        "            env:\n            - {name: TORCH_NCCL_ASYNC_ERROR_HANDLING, value: \"3\"}\n"
+        "            - {name: PYTHONFAULTHANDLER, value: \"1\"}\n            - {name: START, value: 2024-01-01}\n"
+    )
+    report = validate_text(text, file="job.yaml")
+    assert report.findings == [], [f.message for f in report.findings]

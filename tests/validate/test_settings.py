@@ -76,3 +76,57 @@ def test_fix_diff_hides_a_credential(tmp_path: Path) -> None:
         assert SECRET not in done.stdout + done.stderr
         assert "<hidden: KDP217>" in done.stdout
     assert SECRET in job.read_text()  # --check changed nothing
+
+
+_JOB_HEAD = (
+    "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: x\nspec:\n  pytorchReplicaSpecs:\n    Worker:\n"
+    "      replicas: 1\n      restartPolicy: OnFailure\n      template:\n        spec:\n          containers:\n"
+    "          - name: pytorch\n            image: img\n            env:\n"
+)
+
+
+@pytest.mark.parametrize("fmt", sorted(REPORTERS))
+def test_structure_finding_never_prints_a_credential(tmp_path: Path, fmt: str) -> None:
+    # An unquoted numeric password is a KDP101 type error; its message used to quote the value.
+    job = tmp_path / "job.yaml"
+    job.write_text(_JOB_HEAD + "            - name: DB_PASSWORD\n              value: 987654321\n"
+                   "            - name: API_TOKEN\n              value: [tok_in_a_list_77]\n")
+    report = validate_paths([str(job)], jobs=1)
+    assert any(f.rule_id == "KDP101" for f in report.findings)
+    out = REPORTERS[fmt](report, tool="validate")
+    assert "987654321" not in out and "tok_in_a_list_77" not in out
+    assert "hidden: KDP217" in out
+
+
+def test_fix_diff_hides_a_credential_written_over_lines(tmp_path: Path) -> None:
+    # A folded plain scalar, an escaped string and a block scalar: their source text is not their
+    # value, so hiding by value let them through in the diff's context lines.
+    job = tmp_path / "job.yaml"
+    job.write_text(
+        _JOB_HEAD
+        + '            - name: HF_TOKEN\n              value: "hf_\\x41escaped_part"\n'
+        + "            - name: SSH_PRIVATE_KEY\n              value: |\n                -----BEGIN KEY-----\n"
+        + "                keymaterialline\n                -----END KEY-----\n"
+        + "            - name: X_PASSWORD\n              value: first_half\n                second_half\n"
+    )
+    done = subprocess.run([sys.executable, "-m", "k8sddp", "fix", "--check", str(job)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "+            - name: PYTHONFAULTHANDLER" in done.stdout
+    for part in ("escaped_part", "keymaterialline", "first_half", "second_half"):
+        assert part not in done.stdout + done.stderr, done.stdout
+    assert "<hidden: KDP217>" in done.stdout
+
+
+def test_ddpjob_spec_errors_never_print_a_credential(tmp_path: Path) -> None:
+    # KDP012 (validate) and render's refusal quote the schema error, which quoted the value.
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "apiVersion: k8sddp.dev/v1alpha1\nkind: DDPJob\nmetadata: {name: d}\nspec:\n  image: x\n  command: {task: a:b}\n"
+        "  nodes: 2\n  checkpoint: {claimName: c, mountPath: /ck}\n  env:\n  - {name: DB_PASSWORD, value: 987654321}\n"
+    )
+    report = validate_paths([str(spec)], jobs=1)
+    assert [f.rule_id for f in report.findings] == ["KDP012"]
+    assert "987654321" not in REPORTERS["json"](report, tool="validate")
+    done = subprocess.run([sys.executable, "-m", "k8sddp", "render", str(spec)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "spec.env[0].value" in done.stderr, done.stderr
+    assert "987654321" not in done.stdout + done.stderr
