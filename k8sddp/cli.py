@@ -10,12 +10,18 @@ Exit codes: ``../shared/CONTRACT.md`` (0 ok, 1 findings, 2 usage, 3 cluster, 4 j
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from ._version import __version__
 from .errors import K8sddpError
+
+# errors writing stdout that are the user's output target, not a bug (exit 2, no traceback)
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 #: Subcommand modules under ``k8sddp.commands``, in the order ``--help`` lists them.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -80,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code = int(args.handler(args))
+        sys.stdout.flush()  # a full disk on stdout is an error here, not at interpreter exit
     except K8sddpError as exc:
         print(f"k8sddp {args.command}: {exc}", file=sys.stderr)
         code = exc.exit_code
@@ -87,6 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 130
     except BrokenPipeError:
         code = 0
+    except OSError as exc:
+        if exc.errno not in _WRITE_ERRNOS:
+            raise
+        # stdout is unwritable (`>/dev/full`, a full disk, an I/O error): the CONTRACT's 2
+        print(f"k8sddp {args.command}: cannot write the output: {exc.strerror}", file=sys.stderr)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more reaches the bad stream
+        code = 2
     if argv is None:
         sys.exit(code)
     return code
