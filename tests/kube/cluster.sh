@@ -145,7 +145,17 @@ cmd_build() {
 # --- helpers -----------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-pid_alive() { [ -f "$STATE/pids/$1" ] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+# pid_alive NAME: the recorded pid runs, and runs $BIN/NAME (a stale pid file from a crashed or
+# rebooted cluster may name a pid the system has since given to an unrelated process: not ours)
+pid_alive() {
+  local p exe
+  [ -f "$STATE/pids/$1" ] || return 1
+  p="$(cat "$STATE/pids/$1")"
+  kill -0 "$p" 2>/dev/null || return 1
+  [ -r "/proc/$p/cmdline" ] || return 0
+  exe="$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | head -n 1)"
+  [ "$exe" = "$BIN/$1" ]
+}
 
 # spawn NAME CMD...: start a component in its own session, log to $STATE/logs/NAME.log.
 spawn() {

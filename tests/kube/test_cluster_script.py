@@ -32,6 +32,22 @@ def test_up_refuses_a_folder_that_is_not_a_cluster_state(tmp_path: Path) -> None
     assert (tmp_path / "precious.txt").read_text() == "keep me"
 
 
+def test_down_leaves_a_process_that_reuses_a_recorded_pid(tmp_path: Path) -> None:
+    # a stale state (crash, reboot): its pid file names a pid now running something else
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "pids").mkdir()
+        (tmp_path / "pids" / "kube-apiserver").write_text(f"{other.pid}\n")
+        res = _script("status", state=tmp_path)
+        assert "kube-apiserver stopped" in res.stdout, res.stdout
+        res = _script("down", state=tmp_path)
+        assert res.returncode == 0 and "stopped 0 component(s)" in res.stderr, res.stderr
+        assert other.poll() is None, "down killed a process it did not start"
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_up_with_an_unwritable_state_folder(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
