@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import yaml
 
 from k8sddp.admission.policy import parse_mode, vap_objects
 from k8sddp.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("text", "actions"), [
@@ -46,3 +52,16 @@ def test_default_is_deny_and_kyverno_modes(capsys: pytest.CaptureFixture[str]) -
     assert "cannot be expressed by a Kyverno ClusterPolicy" in capsys.readouterr().err
     assert main(["policy", "export", "--format", "vap", "--mode", "deny,warn"]) == 2
     assert "refused by the API server" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("args", [
+    ["policy", "export", "--format", "vap", "--mode", "warn"],   # more than a buffer: write() fails
+    ["validate", "examples/ddpjob.yaml"],                         # a few bytes: the flush fails
+])
+def test_unwritable_stdout_is_exit_2_without_a_traceback(args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        res = subprocess.run([sys.executable, "-m", "k8sddp", *args], stdout=full, stderr=subprocess.PIPE,
+                             text=True, cwd=REPO, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines() == [f"k8sddp {args[0]}: cannot write output: standard output: No space left on device"]

@@ -91,7 +91,10 @@ cmd_build() {
   # one build at a time per cache (two test sessions, or CI and a developer)
   if command -v flock >/dev/null 2>&1; then
     exec 9>"$CACHE/.build.lock"
-    flock -w 7200 9 || die "another build holds $CACHE/.build.lock"
+    if ! flock -n 9; then
+      log "waiting for another build (a process holds $CACHE/.build.lock)"
+      flock -w 7200 9 || die "another build holds $CACHE/.build.lock"
+    fi
   fi
   local mod line m b p stamp want
   for mod in $(printf '%s\n' "${BUILDS[@]}" | cut -d'|' -f1 | uniq); do
@@ -134,17 +137,30 @@ cmd_build() {
     echo "$want" >"$stamp"
     log "built module $mod in $(( $(date +%s) - t0 )) s"
   done
+  # release the lock: the components `up` starts next must not inherit fd 9 (they would hold
+  # the lock as long as the cluster runs and block every other `build`/`up` on this cache)
+  exec 9>&-
 }
 
 # --- helpers -----------------------------------------------------------------------------------
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-pid_alive() { [ -f "$STATE/pids/$1" ] && kill -0 "$(cat "$STATE/pids/$1")" 2>/dev/null; }
+# pid_alive NAME: the recorded pid runs, and runs $BIN/NAME (a stale pid file from a crashed or
+# rebooted cluster may name a pid the system has since given to an unrelated process: not ours)
+pid_alive() {
+  local p exe
+  [ -f "$STATE/pids/$1" ] || return 1
+  p="$(cat "$STATE/pids/$1")"
+  kill -0 "$p" 2>/dev/null || return 1
+  [ -r "/proc/$p/cmdline" ] || return 0
+  exe="$(tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | head -n 1)"
+  [ "$exe" = "$BIN/$1" ]
+}
 
 # spawn NAME CMD...: start a component in its own session, log to $STATE/logs/NAME.log.
 spawn() {
   local name="$1"; shift
-  setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null &
+  setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$STATE/pids/$name"
 }
 
@@ -391,6 +407,13 @@ cmd_up() {
   for tool in openssl curl python3 setsid; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found on PATH"
   done
+  # $STATE is wiped below: refuse a folder that is not a cluster state (K8SDDP_KUBE_STATE=$HOME)
+  if [ -d "$STATE" ] && [ ! -d "$STATE/pids" ] && [ -n "$(ls -A "$STATE" 2>/dev/null)" ]; then
+    echo "cluster.sh: $STATE exists and is not a cluster state folder (no pids/): not removing it; set K8SDDP_KUBE_STATE to a new or empty folder" >&2
+    exit 2
+  fi
+  mkdir -p "$STATE" 2>/dev/null && [ -w "$STATE" ] ||
+    { echo "cluster.sh: cannot create the state folder $STATE (K8SDDP_KUBE_STATE)" >&2; exit 2; }
   cmd_build
   rm -rf "$STATE"
   mkdir -p "$STATE"/{pids,logs,ports}; chmod 700 "$STATE"

@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from .conftest import SCRIPT, Kube
+from .conftest import CACHE, SCRIPT, Kube
 
 
 def _script(*args: str, state: Path) -> subprocess.CompletedProcess[str]:
@@ -24,6 +24,37 @@ def test_usage_and_env_without_a_cluster(tmp_path: Path) -> None:
     assert res.returncode == 0 and "stopped 0 component(s)" in res.stderr
 
 
+def test_up_refuses_a_folder_that_is_not_a_cluster_state(tmp_path: Path) -> None:
+    # `up` wipes its state folder: K8SDDP_KUBE_STATE pointing at a user's folder must not lose it
+    (tmp_path / "precious.txt").write_text("keep me")
+    res = _script("up", state=tmp_path)
+    assert res.returncode == 2 and "not a cluster state folder" in res.stderr, res.stderr
+    assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_down_leaves_a_process_that_reuses_a_recorded_pid(tmp_path: Path) -> None:
+    # a stale state (crash, reboot): its pid file names a pid now running something else
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "pids").mkdir()
+        (tmp_path / "pids" / "kube-apiserver").write_text(f"{other.pid}\n")
+        res = _script("status", state=tmp_path)
+        assert "kube-apiserver stopped" in res.stdout, res.stdout
+        res = _script("down", state=tmp_path)
+        assert res.returncode == 0 and "stopped 0 component(s)" in res.stderr, res.stderr
+        assert other.poll() is None, "down killed a process it did not start"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_up_with_an_unwritable_state_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    res = _script("up", state=blocker / "state")
+    assert res.returncode == 2 and "cannot create the state folder" in res.stderr, res.stderr
+
+
 def test_running_cluster_files_and_second_up(kube: Kube) -> None:
     for path in (Path(kube.kubeconfig), kube.state / "pki" / "admin.key", kube.state / "pki" / "sa.key",
                  kube.state / "controller-manager.kubeconfig"):
@@ -35,4 +66,10 @@ def test_running_cluster_files_and_second_up(kube: Kube) -> None:
     res = _script("status", state=kube.state)
     assert res.stdout.count("running (pid") == 4, res.stdout
     version = kube.kubectl("version", "-o", "json").stdout
+    # the running components do not hold the cache's build lock (an inherited fd 9 did, and
+    # blocked every other `build`/`up` on the cache while this cluster ran)
+    lock = CACHE / ".build.lock"
+    if lock.exists():
+        res = subprocess.run(["flock", "-n", str(lock), "true"], capture_output=True, text=True, timeout=10)
+        assert res.returncode == 0, "a running component holds the build lock"
     assert '"gitVersion": "v1.36.3"' in version

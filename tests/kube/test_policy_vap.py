@@ -118,7 +118,10 @@ def _comparable(path: Path) -> dict[str, Any] | None:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     except (yaml.YAMLError, UnicodeDecodeError):
         return None
-    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"]
+    # kubeflow.org/v1 only: the one PyTorchJob CRD the API server serves (the corpus also holds
+    # other groups' PyTorchJobs, e.g. KubeDL's training.kubedl.io/v1alpha1: no mapping there)
+    jobs = [d for d in docs if isinstance(d, dict) and d.get("kind") == "PyTorchJob"
+            and d.get("apiVersion") == "kubeflow.org/v1"]
     if len(jobs) != 1 or len(docs) != 1:
         return None
     text = path.read_text()
