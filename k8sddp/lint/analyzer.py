@@ -145,7 +145,8 @@ class Analyzer:
 
     def param_vals_for(self, f: FuncInfo) -> dict[str, Val]:
         """Initial values of ``f``'s parameters: what callers pass (joined), else a seed from the
-        parameter's name for entry points (``rank``, ``local_rank``), or the rank for the first
+        parameter's name for entry points (``rank``, ``local_rank``; ``model`` is taken to be the
+        wrapped model its callers elsewhere pass), or the rank for the first
         parameter of an ``mp.spawn`` target."""
         joined = self.param_vals.get(f.key)
         out: dict[str, Val] = {}
@@ -157,6 +158,8 @@ class Analyzer:
                 v = Val(prank="rank")
             elif v is None and joined is None and p in K.RANK_PARAMS:
                 v = Val(prank=K.RANK_PARAMS[p])
+            elif v is None and joined is None and p in K.MODEL_PARAMS:
+                v = Val(wrapped="ddp")
             v = v or UNIFORM
             out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
         return out
