@@ -15,7 +15,7 @@ import dataclasses
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Summary, WriteSum, delegated
+from .events import Summary, WriteSum, delegated, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
 from .scopes import local_names, loop_carried
@@ -219,6 +219,7 @@ class Analyzer:
                     first=(colls[0].detail, colls[0].line) if colls else ("", 0),
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
                     writes=_write_summary(w),
+                    write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)
