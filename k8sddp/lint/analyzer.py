@@ -15,7 +15,7 @@ import dataclasses
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Summary, WriteSum, delegated
+from .events import Summary, WriteSum, delegated, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
 from .scopes import local_names, loop_carried
@@ -145,7 +145,8 @@ class Analyzer:
 
     def param_vals_for(self, f: FuncInfo) -> dict[str, Val]:
         """Initial values of ``f``'s parameters: what callers pass (joined), else a seed from the
-        parameter's name for entry points (``rank``, ``local_rank``), or the rank for the first
+        parameter's name for entry points (``rank``, ``local_rank``; ``model`` is taken to be the
+        wrapped model its callers elsewhere pass), or the rank for the first
         parameter of an ``mp.spawn`` target."""
         joined = self.param_vals.get(f.key)
         out: dict[str, Val] = {}
@@ -157,6 +158,8 @@ class Analyzer:
                 v = Val(prank="rank")
             elif v is None and joined is None and p in K.RANK_PARAMS:
                 v = Val(prank=K.RANK_PARAMS[p])
+            elif v is None and joined is None and p in K.MODEL_PARAMS:
+                v = Val(wrapped="ddp")
             v = v or UNIFORM
             out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
         return out
@@ -216,6 +219,7 @@ class Analyzer:
                     first=(colls[0].detail, colls[0].line) if colls else ("", 0),
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
                     writes=_write_summary(w),
+                    write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)

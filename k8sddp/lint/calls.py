@@ -190,6 +190,8 @@ class CallMixin(IOMixin):
                 self.emit("read", f"{f.name}", node, path=arg, path_val=mapping.get(p))
         if summ.writes:
             self.call_writes(node, f, params, mapping, summ.writes)
+        if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
+            self.io_event("write0", f.name, node, None)
         ret = summ.ret
         rank, prank = ret.rank, None
         wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw

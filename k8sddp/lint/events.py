@@ -9,9 +9,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .values import Val
+from .values import Val, Z
 
-__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated"]
+__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rank0_checkpoint"]
 
 
 @dataclasses.dataclass
@@ -117,6 +117,9 @@ class Summary:
         first: description and line of its first collective, for messages.
         reads: parameters it reads a file from (their value is the path).
         writes: the writes its call sites judge (:class:`WriteSum`).
+        write0: the checkpoint write it makes on global rank 0 only with no collective after
+            it (``save_on_master() at misc.py:12``), empty when none: a call of it is such a
+            write for KDP512 (MAE's ``misc.save_model``).
     """
 
     ret: Val = dataclasses.field(default_factory=Val)
@@ -124,6 +127,7 @@ class Summary:
     first: tuple[str, int] = ("", 0)
     reads: tuple[str, ...] = ()
     writes: tuple[WriteSum, ...] = ()
+    write0: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,3 +160,31 @@ def cond_text(node: ast.AST | None, limit: int = 70) -> str:
         return ""
     text = ast.unparse(node.test if isinstance(node, (ast.If, ast.While)) else node).split("\n")[0]
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
+
+
+def is_checkpoint(e: Event) -> bool:
+    """True for an event that writes a checkpoint (what KDP512 fences): a known checkpoint
+    writer, a project function whose name says it saves, or a rank-0-only write (``write0``)."""
+    if e.kind == "write":
+        return e.op.endswith(_CHECKPOINT_WRITERS)
+    if e.kind == "cwrite":
+        return any(word in e.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot"))
+    return e.kind == "write0"
+
+
+def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
+    """What a function's callers see as its rank-0 checkpoint write (:attr:`Summary.write0`),
+    from the function's ``events`` (walked with ``entry_mask``, in file ``module``): the first
+    checkpoint write on global rank 0 only (``save_on_master``, or a write under a rank-0
+    guard) with no collective after it in the function, else ``""``."""
+    for e in events:
+        on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask)
+        if not is_checkpoint(e) or e.many is not None or not on_zero:
+            continue
+        if any(c.kind == "coll" for c in events[e.seq + 1:]):
+            return ""  # fenced there, or reported there
+        return f"{e.op}() at {module.rsplit('/', 1)[-1]}:{e.line}"
+    return ""

@@ -356,7 +356,8 @@ class Walker(CallMixin):
             dist_arm = a if test.distflag > 0 else b
             self.env = dict(dist_arm.env) if dist_arm.mask else merge_envs(a.env, b.env)
         else:
-            self.env = merge_envs(a.env, b.env, prefer_synced=cm not in (ALL, MANY))
+            # an arm that all-reduced wins under a uniform test too (`if sharded: all_reduce(x)`)
+            self.env = merge_envs(a.env, b.env, prefer_synced=cm != MANY)
         for k in same:  # `x = f()` in both arms: every rank assigns it alike
             if k in raws[0] and k in raws[1] and a.mask and b.mask:
                 self.env[k] = join(raws[0][k], raws[1][k])

@@ -185,6 +185,10 @@ UNIFORM_FUNCTIONS: frozenset[str] = frozenset(
 )
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
+#: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
+#: model (MAE's ``train_one_epoch(model, ...)``, detectron2's ``do_train(cfg, model)``): its
+#: forward's output is per-rank data and its backward all-reduces.
+MODEL_PARAMS: frozenset[str] = frozenset({"model", "ddp_model"})
 #: Launchers whose target's first parameter is the process index (torch.multiprocessing.spawn).
 SPAWN_FUNCTIONS: frozenset[str] = frozenset(
     {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "mp.spawn", "spawn",

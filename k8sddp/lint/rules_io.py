@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from .analyzer import Context
-from .events import Event, Raw, at, cond_text, delegated
+from .events import Event, Raw, at, cond_text, delegated, is_checkpoint
 from .flow import Walker
 from .values import ALL, LZ, Z
 
@@ -121,20 +121,13 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     return out
 
 
-_CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
-
-
 def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
     no barrier in between (in the function, or in the next iteration of the loop around both)."""
     out: list[Raw] = []
     events = w.events
     for wr in events:
-        if wr.kind == "write" and not wr.op.endswith(_CHECKPOINT_WRITERS):
-            continue
-        if wr.kind == "cwrite" and not any(word in wr.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot")):
-            continue
-        if wr.kind not in ("write", "cwrite", "write0"):
+        if not is_checkpoint(wr):
             continue
         wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
         if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
