@@ -68,7 +68,8 @@ def ray_containers_expression(kind: str) -> str:
 
 
 def ray_vap_objects(
-    *, name: str = POLICY_NAME, exempt_label: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL, failure_policy: str = "Fail"
+    *, name: str = POLICY_NAME, exempt_label: tuple[str, str] | None = DEFAULT_EXEMPT_LABEL, failure_policy: str = "Fail",
+    actions: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     """A ValidatingAdmissionPolicy and binding per KubeRay kind, named ``<name>-<plural>``.
 
@@ -76,13 +77,16 @@ def ray_vap_objects(
         name: the prefix of the objects' names.
         exempt_label: ``(key, value)`` of the namespaces not bound; ``None``: every namespace.
         failure_policy: ``Fail`` or ``Ignore``.
+        actions: the bindings' ``validationActions`` (``policy export --mode``); default ``["Deny"]``.
 
     Returns:
         ``[policy, binding, policy, binding, ...]`` in :data:`RAY_PLURALS` order.
     """
     out: list[dict[str, Any]] = []
     for kind, plural in RAY_PLURALS.items():
-        policy, binding = vap_objects(name=f"{name}-{plural}", exempt_label=exempt_label, failure_policy=failure_policy)
+        # the first pair is the PyTorchJob policy and its binding (a TrainJob pair follows)
+        policy, binding = vap_objects(name=f"{name}-{plural}", exempt_label=exempt_label, failure_policy=failure_policy,
+                                      actions=actions)[:2]
         policy = copy.deepcopy(policy)
         policy["spec"]["matchConstraints"]["resourceRules"] = [
             {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [plural]}

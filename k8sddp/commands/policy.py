@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--kind ray is exported as ValidatingAdmissionPolicies only (--format vap)")
         from ..admission.raypolicy import ray_vap_objects
 
-        objs = ray_vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail")
+        objs = ray_vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail", actions=actions)
     elif args.format == "vap":
         objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail",
                            actions=actions)

@@ -60,7 +60,7 @@ def policies(kube: Kube) -> Iterator[dict[str, dict[str, str]]]:
     tag = uuid.uuid4().hex[:6]
     for mode in ("deny", "warn", "audit"):
         name = f"k8sddp-t-{mode}-{tag}"
-        policy, binding = _exported(mode, name)
+        policy, binding = _exported(mode, name)[:2]  # the PyTorchJob policy and its binding (the TrainJob pair follows)
         binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"].append(
             {"key": LABEL, "operator": "In", "values": [f"{mode}-{tag}"]})
         ns = f"vap-{mode}-{tag}"
