@@ -77,6 +77,12 @@ def current() -> Guard | None:
     return _guard
 
 
+def torchrun_start(command: Sequence[str]) -> int | None:
+    """Index of the first of torchrun's own arguments in ``command`` (after ``torchrun`` or
+    ``python -m torch.distributed.run``), or ``None`` when the command is not torchrun."""
+    return next((i + 1 for i, a in enumerate(command) if Path(a).name == "torchrun" or a == "torch.distributed.run"), None)
+
+
 def target_of(command: Sequence[str]) -> str | None:
     """What a torchrun command runs: ``script:<path>``, ``module:<name>``, or ``None`` when it is
     not torchrun, uses ``--no-python``, or runs ``k8sddp train`` (the Task loop guards itself).
@@ -85,8 +91,7 @@ def target_of(command: Sequence[str]) -> str | None:
     executable (``torchrun`` or ``python -m torch.distributed.run``) is the target.
     """
     args = list(command)
-    begin = next((i + 1 for i, a in enumerate(args)
-                  if Path(a).name == "torchrun" or a == "torch.distributed.run"), None)
+    begin = torchrun_start(args)
     if begin is None:
         return None
     for i in range(begin, len(args)):

@@ -77,10 +77,11 @@ def torchrun_flag(command: Sequence[str], *names: str) -> str | None:
     """The value of a torchrun flag in ``command`` (``--nproc-per-node=2``, ``--nproc_per_node 2``;
     any of ``names``), or ``None`` (also when the command is not torchrun). Only torchrun's own
     arguments are read: the scan stops at ``-m`` or a ``*.py`` script."""
+    from .autoguard import torchrun_start
+
     spellings = {n for name in names for n in (name, "--" + name[2:].replace("-", "_"))}
     args = list(command)
-    begin = next((i + 1 for i, a in enumerate(args)
-                  if Path(a).name == "torchrun" or a == "torch.distributed.run"), None)
+    begin = torchrun_start(args)
     if begin is None:
         return None
     for i in range(begin, len(args)):
