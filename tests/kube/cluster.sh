@@ -39,6 +39,9 @@ BUILDS=(
   "peers|training-operator|github.com/kubeflow/training-operator/cmd/training-operator.v1"
   "peers|helm|helm.sh/helm/v3/cmd/helm"
   "peers|kubeconform|github.com/yannh/kubeconform/cmd/kubeconform"
+  "trainer|trainer-controller-manager|github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager"
+  "trainer|jobset-controller|sigs.k8s.io/jobset"
+  "kuberay|kuberay-operator|github.com/ray-project/kuberay/ray-operator"
 )
 # --- components started by `up`, in order; each has start_<name> and ready_<name> ---
 COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator)
