@@ -248,9 +248,10 @@ _RULES: tuple[Rule, ...] = (
          "Under ExitCode the operator recreates pods without counting them against backoffLimit; a deadline is the only bound.",
          KUBEFLOW_RESTART),
     Rule("KDP309", "consistent-sizes", _E, "strict",
-         "nprocPerNode, torchrun's --nproc-per-node and the GPU limit of the pytorch container agree.",
+         "nprocPerNode (a TrainJob's spec.trainer.numProcPerNode), torchrun's --nproc-per-node and the GPU limit of the training container agree.",
          "A mismatch leaves GPUs idle, or puts two ranks on one GPU, or makes WORLD_SIZE disagree with the ranks that join: rendezvous waits forever.",
-         "Kubeflow trainer v1.9.4 pkg/controller.v1/pytorch/envvar.go (WORLD_SIZE = pods x nprocPerNode)"),
+         "Kubeflow trainer v1.9.4 pkg/controller.v1/pytorch/envvar.go (WORLD_SIZE = pods x nprocPerNode); "
+         "Trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy (PET_NPROC_PER_NODE = numProcPerNode, else auto)"),
     Rule("KDP320", "privileged-container", _W, "strict",
          "No container, init container or sidecar of a replica runs privileged.",
          "A privileged container has every device and capability of the node; GPUs and RDMA need only their device plugin's "

@@ -8,7 +8,8 @@ runtime's ``node`` container, the runtime patches, then ``spec.trainer``), each 
 where it can be fixed: the ``spec.trainer.env`` entry that sets the value, else ``spec.runtimeRef``
 (the runtime's container sets it or the mount is the runtime's), else ``spec.trainer.env``. A
 runtime the input lacks is KDP230 (unverifiable, never a pass). Strict: KDP308 on
-``spec.activeDeadlineSeconds``; KDP340 when the runtime lacks the failure policy.
+``spec.activeDeadlineSeconds``; KDP340 when the runtime lacks the failure policy; KDP309 when
+``numProcPerNode``, ``--nproc-per-node`` and the GPU limit of the effective container disagree.
 
 A TrainJob, TrainingRuntime or ClusterTrainingRuntime under ``kubeflow.org`` is KDP131
 (:class:`MisgroupedTrainerKind`).
@@ -22,7 +23,7 @@ from typing import Any, ClassVar
 
 from .. import guardvars as gv
 from ..schemagen_trainer import REMOVED_FIELDS, TRAINER_GROUP, TRAINER_VERSION
-from ..validate import checks
+from ..validate import checks, strictchecks
 from ..validate.envresolve import EnvValue, effective_env
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding
@@ -185,7 +186,7 @@ class TrainJobKind(Kind):
 
     def check_guardrails(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
         """The guard rules on the effective trainer container; KDP230 when the runtime is missing;
-        under strict KDP308 (deadline) and KDP340 (the runtime's failure policy)."""
+        under strict KDP308 (deadline), KDP340 (the runtime's failure policy) and KDP309 (process counts)."""
         resolved = self._resolved(obj, ctx)
         ref_path = ("spec", "runtimeRef") if isinstance(get(obj, "spec", "runtimeRef"), MAPPING) else ("spec",)
         if resolved.runtime is None:
@@ -217,7 +218,33 @@ class TrainJobKind(Kind):
             problems = failure_policy_problems(get(resolved.runtime, "spec", "template", "spec"))
             if problems and resolved.container is not None:
                 findings.append(RawFinding("KDP340", ref_path, f"{resolved.where} lacks the exit-code failure policy: {describe(problems)}"))
+            if resolved.container is not None:
+                findings.extend(self._check_sizes(obj, resolved))
         return findings
+
+    def _check_sizes(self, obj: Mapping[str, Any], resolved: Resolved) -> list[RawFinding]:
+        """Strict KDP309 on the effective ``node`` container: ``spec.trainer.numProcPerNode`` (the
+        value of ``PET_NPROC_PER_NODE``; unset is ``auto``, one process per GPU), torchrun's
+        ``--nproc-per-node`` in the effective command (it wins over the variable), and the GPU limit
+        (``resourcesPerNode`` over the runtime's). Placed on ``spec.trainer.numProcPerNode`` when set,
+        else on the field that brings the disagreeing count."""
+        assert resolved.container is not None
+        nproc = get(obj, "spec", "trainer", "numProcPerNode")
+        facts = strictchecks.size_facts(str(nproc) if nproc is not None else None, resolved.container)
+        said = strictchecks.disagreement(facts)
+        if said is None:
+            return []
+        said = said.replace("nprocPerNode", "numProcPerNode")
+        trainer = get(obj, "spec", "trainer")
+        if nproc is not None:
+            path: tuple[Any, ...] = ("spec", "trainer", "numProcPerNode")
+        elif isinstance(get(trainer, "resourcesPerNode"), MAPPING):
+            path = ("spec", "trainer", "resourcesPerNode")
+        elif isinstance(get(trainer, "command"), list) or isinstance(get(trainer, "args"), list):
+            path = ("spec", "trainer", "command" if isinstance(get(trainer, "command"), list) else "args")
+        else:
+            path = ("spec", "runtimeRef")
+        return [RawFinding("KDP309", path, f"TrainJob trainer ({resolved.where}, container {NODE}): process counts disagree ({said}); they must be equal, one process per GPU")]
 
 
 class MisgroupedTrainerKind(Kind):

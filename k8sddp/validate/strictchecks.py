@@ -17,7 +17,7 @@ from .jobparts import get as _get
 from .jobparts import replicas as _replicas
 from .rawfinding import RawFinding
 
-__all__ = ["check_host_access", "check_sizes", "check_volumes", "pod_volume_findings"]
+__all__ = ["check_host_access", "check_sizes", "check_volumes", "disagreement", "pod_volume_findings", "size_facts"]
 
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 #: Volume kinds that outlive the pod.
@@ -137,6 +137,32 @@ def _nproc_from_args(container: Mapping[str, Any]) -> str | None:
     return None
 
 
+def size_facts(declared: str | None, container: Mapping[str, Any]) -> dict[str, str | None]:
+    """The three process counts KDP309 compares, as strings (``None`` where not set).
+
+    Args:
+        declared: the job's declared processes per node (PyTorchJob ``nprocPerNode``, a TrainJob's
+            ``spec.trainer.numProcPerNode``), as a string (``"4"``, ``"gpu"``, ``"auto"``), or ``None``.
+        container: the training container (its ``command``/``args`` and ``resources.limits``).
+
+    Returns:
+        ``{"nprocPerNode": declared, "--nproc-per-node": the torchrun flag's value, "GPU limit":
+        the first GPU resource limit of :data:`GPU_RESOURCES`}``.
+    """
+    limits = _get(container, "resources", "limits") or {}
+    gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, _MAPPING) and k in limits), None)
+    return {"nprocPerNode": declared, "--nproc-per-node": _nproc_from_args(container), "GPU limit": gpus}
+
+
+def disagreement(facts: Mapping[str, str | None]) -> str | None:
+    """The KDP309 message part (``"nprocPerNode 4, GPU limit 8"``) when the numeric counts in
+    ``facts`` (:func:`size_facts`; a GPU limit of ``0`` ignored) are not all equal, else ``None``."""
+    numeric = {k: v for k, v in facts.items() if v is not None and v.isdigit() and not (k == "GPU limit" and v == "0")}
+    if len(set(numeric.values())) > 1:
+        return ", ".join(f"{k} {v}" for k, v in numeric.items())
+    return None
+
+
 def check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> list[RawFinding]:
     """KDP309: nprocPerNode, --nproc-per-node and the GPU limit agree."""
     findings = []
@@ -147,15 +173,11 @@ def check_sizes(job: Mapping[str, Any], container_index: dict[str, int]) -> list
             continue
         base = ("spec", "pytorchReplicaSpecs", rtype, "template", "spec", "containers", container_index[rtype])
         container = _get(job, *base) or {}
-        limits = _get(container, "resources", "limits") or {}
-        gpus = next((str(limits[k]) for k in GPU_RESOURCES if isinstance(limits, _MAPPING) and k in limits), None)
-        flag = _nproc_from_args(container)
-        facts = {"nprocPerNode": declared, "--nproc-per-node": flag, "GPU limit": gpus}
-        numeric = {k: v for k, v in facts.items() if v is not None and v.isdigit() and not (k == "GPU limit" and v == "0")}
-        if declared == "gpu" and gpus is None:
+        facts = size_facts(declared, container)
+        if declared == "gpu" and facts["GPU limit"] is None:
             findings.append(RawFinding("KDP309", base, f"replica {rtype}: nprocPerNode is \"gpu\" but the pytorch container has no GPU limit"))
-        if len(set(numeric.values())) > 1:
-            said = ", ".join(f"{k} {v}" for k, v in numeric.items())
+        said = disagreement(facts)
+        if said is not None:
             findings.append(
                 RawFinding(
                     "KDP309",
