@@ -47,7 +47,11 @@ CRD = "Kubeflow PyTorchJob CRD kubeflow.org_pytorchjobs.yaml (kubeflow/trainer v
 RUNTIME_DOC = "k8sddp docs/runtime.md (measured with torch 2.13.0 CPU, gloo, 2 ranks under torchrun)"
 GLOO_PAIR = "gloo third_party/gloo/gloo/transport/tcp/pair.cc (size check: 'Received data size doesn't match expected size')"
 OPERATOR_WEBHOOK = "Kubeflow training-operator pkg/webhooks/pytorch/pytorchjob_webhook.go (v1.9.4)"
-OPERATOR_ENV = "Kubeflow trainer v1.9 pkg/controller.v1/pytorch/envvar.go, master.go, elastic.go (the env the operator adds to the pytorch container)"
+OPERATOR_ENV = (
+    "Kubeflow trainer v1.9 pkg/controller.v1/pytorch/envvar.go, master.go, elastic.go (the env the operator adds to the pytorch container); "
+    "Trainer v2.3.0 pkg/runtime/framework/plugins/torch/torch.go EnforceMLPolicy (PET_* upserted into the node container); "
+    "Ray 2.60 ray/train/torch/config.py _set_torch_distributed_env_vars, _setup_torch_process_group"
+)
 BLOCKING_WAIT = (
     "torch 2.13 torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:60-62 (TORCH_NCCL_BLOCKING_WAIT = {TORCH_NCCL_BLOCKING_WAIT, NCCL_BLOCKING_WAIT}); "
     "c10d/Utils.hpp:151-189 getCvarBool (y/yes/1/t/true, n/no/0/f/false, any case; the first name wins); "
@@ -192,8 +196,9 @@ _RULES: tuple[Rule, ...] = (
          "The operator overwrites the pod template's restartPolicy with the replica's (ExitCode becomes Never): the value written there never takes effect.",
          "Kubeflow trainer v1.9 pkg/controller.v1/common/pod.go (setRestartPolicy)"),
     Rule("KDP215", "operator-set-env", _W, "baseline",
-         "The pytorch container does not set variables the operator sets itself (MASTER_ADDR, WORLD_SIZE, RANK, PET_*).",
-         "The pod gets two entries of the name and the operator's, appended later, wins: the user's value is silently ignored.",
+         "The training container does not set variables the operator or framework sets itself (PyTorchJob: MASTER_ADDR, WORLD_SIZE, RANK, PET_*; "
+         "training runtime: PET_*; Ray: MASTER_ADDR, RANK, WORLD_SIZE, LOCAL_RANK as Ray Train sets them in each worker).",
+         "The operator's entry, appended later, or the framework's assignment in the worker wins: the user's value is silently ignored.",
          OPERATOR_ENV),
     Rule("KDP216", "unread-env", _W, "baseline",
          "Environment variable names are ones something reads: no folklore (NCCL_TIMEOUT) and no near-miss of a guard name.",

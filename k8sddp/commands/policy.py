@@ -12,6 +12,7 @@ with ``--format kyverno``, a ``--mode`` the format cannot express) or unwritable
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import re
 import sys
@@ -34,6 +35,15 @@ def _object_name(text: str) -> str:
     return text
 
 
+#: ``--kind`` -> (module relative to this package, function) giving the ValidatingAdmissionPolicy
+#: objects; ``("", "")`` is :func:`k8sddp.admission.policy.vap_objects`. Imported on use.
+_VAP_EXPORTS: dict[str, tuple[str, str]] = {
+    "pytorchjob": ("", ""),
+    "runtimes": ("..admission.runtimepolicy", "runtime_vap_objects"),
+    "ray": ("..admission.raypolicy", "ray_vap_objects"),
+}
+
+
 def register(subparsers: Any) -> None:
     """Add ``policy export`` to the CLI."""
     p = subparsers.add_parser("policy", help="native admission policies (VAP, Kyverno)")
@@ -46,9 +56,10 @@ def register(subparsers: Any) -> None:
     )
     e.add_argument("--format", choices=["vap", "kyverno"], required=True,
                    help="vap: ValidatingAdmissionPolicy + binding; kyverno: ClusterPolicy")
-    e.add_argument("--kind", choices=["pytorchjob", "ray"], default="pytorchjob",
-                   help="pytorchjob (default), or ray: one policy and binding per KubeRay kind "
-                   "(RayJob, RayCluster, RayService, RayCronJob; --format vap only)")
+    e.add_argument("--kind", choices=list(_VAP_EXPORTS), default="pytorchjob",
+                   help="pytorchjob (default: the PyTorchJob and TrainJob policies); runtimes: one policy and "
+                   "binding per Trainer runtime kind (TrainingRuntime, ClusterTrainingRuntime; --format vap only); "
+                   "ray: one per KubeRay kind (RayJob, RayCluster, RayService, RayCronJob; --format vap only)")
     e.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml",
                    help="yaml (documents separated by ---) or json (a v1 List)")
     e.add_argument("--out", default=None, metavar="FILE", help="write to FILE atomically instead of stdout")
@@ -142,15 +153,12 @@ def run(args: argparse.Namespace) -> int:
     elif args.exempt_namespace_label:
         exempt = _label(args.exempt_namespace_label)
     name = args.name or POLICY_NAME
-    if args.kind == "ray":
-        if args.format != "vap":
-            raise UsageError("--kind ray is exported as ValidatingAdmissionPolicies only (--format vap)")
-        from ..admission.raypolicy import ray_vap_objects
-
-        objs = ray_vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail", actions=actions)
-    elif args.format == "vap":
-        objs = vap_objects(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail",
-                           actions=actions)
+    if args.kind != "pytorchjob" and args.format != "vap":
+        raise UsageError(f"--kind {args.kind} is exported as ValidatingAdmissionPolicies only (--format vap)")
+    if args.format == "vap":
+        module, function = _VAP_EXPORTS[args.kind]
+        export = getattr(importlib.import_module(module, __package__), function) if module else vap_objects
+        objs = export(name=name, exempt_label=exempt, failure_policy=args.failure_policy or "Fail", actions=actions)
     else:
         objs = [kyverno_policy(name=name, exempt_label=exempt, audit=actions == ["Audit"])]
     if args.output == "json":

@@ -20,6 +20,7 @@ import yaml
 from .. import guardvars as gv
 from ..resources import load_schema
 from ..validate import checks
+from ..validate.envchecks import check_env_settings
 from ..validate.envresolve import EnvValue, effective_env
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding
@@ -247,6 +248,7 @@ def guard_findings(
                 findings.append(RawFinding(f.rule_id, f.path, prefix + f.message + _sidecar_hint(view, f.rule_id)))
         if overlay is not None:
             findings += _weakened(views, pods, overlay, at, prefix)
+        findings += _settings(views, envs, overlay, at, prefix, seen)
     if ctx.profile == "strict":
         for view, pod in zip(views, pods, strict=True):
             if view.container is None:
@@ -259,6 +261,36 @@ def guard_findings(
                         findings.append(f)
             findings += _dev_shm(view, at, prefix)
     return findings
+
+
+#: The variables Ray Train sets in each training worker over the pod's env (Ray 2.60
+#: ray/train/torch/config.py ``_set_torch_distributed_env_vars``, ``_setup_torch_process_group``):
+#: KDP215 when a Ray container sets them.
+RAY_TRAIN_ENV: dict[str, str] = {
+    name: "Ray Train sets it in every training worker (ray/train/torch/config.py)"
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")
+}
+
+
+def _settings(
+    views: Sequence[PodTemplateView], envs: Sequence[Mapping[str, EnvValue]], overlay: RuntimeEnv | None,
+    at: tuple[Any, ...] | None, prefix: str, seen: set[tuple[str, tuple[Any, ...], str]],
+) -> list[RawFinding]:
+    """KDP213, KDP215-KDP217 (:func:`k8sddp.validate.envchecks.check_env_settings`) for each group's
+    Ray container, on its env with ``overlay`` laid over it; a blocking wait that the runtime env
+    turns on is reported once, at the runtime env."""
+    out = []
+    for view, env in zip(views, envs, strict=True):
+        if view.container is None or view.container_path is None:
+            continue
+        for f in check_env_settings(env, view.container, view.container_path, describe_group(view).removesuffix(": "), operator_env=RAY_TRAIN_ENV):
+            from_overlay = overlay is not None and f"(from {overlay.label})" in f.message
+            path = at if at is not None else (overlay.path if from_overlay and overlay is not None else f.path)
+            key = (f.rule_id, path, "" if from_overlay or at is not None else view.group)
+            if key not in seen:
+                seen.add(key)
+                out.append(RawFinding(f.rule_id, path, prefix + f.message))
+    return out
 
 
 def _weakened(views: Sequence[PodTemplateView], pods: Sequence[Mapping[str, EnvValue]], overlay: RuntimeEnv, at: tuple[Any, ...] | None, prefix: str) -> list[RawFinding]:

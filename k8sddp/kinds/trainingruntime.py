@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..schemagen_trainer import TRAINER_GROUP, TRAINER_VERSION
+from ..schemagen_trainer import RESERVED_ENV, TRAINER_GROUP, TRAINER_VERSION
 from ..validate import checks
+from ..validate.envchecks import check_env_settings
 from ..validate.envresolve import EnvValue, effective_env
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding, json_path
@@ -35,6 +36,10 @@ __all__ = [
     "structure_message",
 ]
 
+#: The variables the Trainer controller writes into the ``node`` container over the runtime's own
+#: (v2.3.0 pkg/runtime/framework/plugins/torch/torch.go ``EnforceMLPolicy`` upserts the ``PET_*``
+#: env; PET_MASTER_ADDR/PORT except for the torchtune entrypoint): KDP215 when a runtime sets them.
+TRAINER_ENV: dict[str, str] = {name: "the Trainer controller's torch plugin sets it in the node container" for name in RESERVED_ENV}
 #: Path from a runtime's root to its JobSet spec.
 JOBSET_SPEC = ("spec", "template", "spec")
 
@@ -133,7 +138,9 @@ class _RuntimeKind(Kind):
         return effective_env(view.container, ctx.namespace, ctx.objects) if view.container is not None else {}
 
     def check_guardrails(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
-        """The guard rules on the trainer ``node`` container, and under strict KDP340 (the failure policy)."""
+        """The guard rules on the trainer ``node`` container, the settings that void them
+        (KDP213, KDP215-KDP217: :func:`k8sddp.validate.envchecks.check_env_settings`), and under
+        strict KDP340 (the failure policy)."""
         findings = []
         for view in self.pod_templates(obj, ctx):
             if view.container is None or view.container_path is None:
@@ -143,6 +150,7 @@ class _RuntimeKind(Kind):
             for rule_id, field, message in guard_findings(view.container, view.pod_spec, env, ctx.profile, who):
                 path = (*view.container_path, field) if field in view.container else view.container_path
                 findings.append(RawFinding(rule_id, path, f"{message} (set it here for every TrainJob of this runtime, or in each TrainJob's spec.trainer.env)"))
+            findings += check_env_settings(env, view.container, view.container_path, f"replicatedJob {view.group}, container {NODE}", operator_env=TRAINER_ENV)
         if ctx.profile == "strict":
             spec = get(obj, *JOBSET_SPEC)
             for sub, what in failure_policy_problems(spec):

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from .. import guardvars as gv
 from ..schemagen_trainer import REMOVED_FIELDS, TRAINER_GROUP, TRAINER_VERSION
 from ..validate import checks, strictchecks
+from ..validate.envchecks import check_env_settings
 from ..validate.envresolve import EnvValue, effective_env
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding
@@ -185,7 +186,8 @@ class TrainJobKind(Kind):
         return ("spec", "runtimeRef"), f"mount it in the {NODE} container of {resolved.where}, or add the volume and mount with a runtimePatch"
 
     def check_guardrails(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
-        """The guard rules on the effective trainer container; KDP230 when the runtime is missing;
+        """The guard rules on the effective trainer container and the settings in ``spec.trainer.env``
+        that void them (KDP213, KDP216, KDP217); KDP230 when the runtime is missing;
         under strict KDP308 (deadline), KDP340 (the runtime's failure policy) and KDP309 (process counts)."""
         resolved = self._resolved(obj, ctx)
         ref_path = ("spec", "runtimeRef") if isinstance(get(obj, "spec", "runtimeRef"), MAPPING) else ("spec",)
@@ -208,6 +210,12 @@ class TrainJobKind(Kind):
             for rule_id, field, message in guard_findings(resolved.container, resolved.pod_spec, env, ctx.profile, who):
                 path, hint = self._place(obj, resolved, rule_id, field, ctx)
                 findings.append(RawFinding(rule_id, path, f"{message} ({hint})"))
+            trainer = get(obj, "spec", "trainer")
+            if isinstance(trainer, MAPPING):
+                # judged on the effective env, reported only where spec.trainer.env sets the value
+                # (the runtime's own settings are the runtime's findings; PET_* there is KDP133)
+                settings = check_env_settings(env, trainer, ("spec", "trainer"), "TrainJob trainer, container node")
+                findings += [f for f in settings if f.path[:3] == ("spec", "trainer", "env") and f.rule_id != "KDP215"]
         if ctx.profile == "strict":
             deadline = get(obj, "spec", "activeDeadlineSeconds")
             if not isinstance(deadline, int) or isinstance(deadline, bool) or deadline < 1:

@@ -228,7 +228,7 @@ def check_env_settings(
         here = (*container_path, "env", i)
         why = _operator_sets(name, operator_env or {})
         if why is not None:
-            findings.append(RawFinding("KDP215", here, f"{who}: {name} is set here, but {why}: the pod gets two {name} entries and the operator's wins; remove it"))
+            findings.append(RawFinding("KDP215", here, f"{who}: {name} is set here, but {why}, and that value wins over this one; remove it"))
         if name in FOLKLORE:
             findings.append(RawFinding("KDP216", here, f"{who}: nothing reads {name}; {FOLKLORE[name]}"))
         else:
