@@ -32,6 +32,7 @@ import yaml
 from k8sddp import guardvars as gv
 from k8sddp.kinds import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYSERVICE, CheckContext, Kind
 from k8sddp.kinds.ray import HEAD_GROUP_LABEL_VALUE, POD_LABELS
+from k8sddp.schemagen_ray import RAY_KINDS
 from k8sddp.validate import validate_objects
 from k8sddp.validate.envresolve import EnvValue, effective_env
 from k8sddp.validate.objindex import ObjectIndex
@@ -149,7 +150,11 @@ def _check_pods(kind: Kind, obj: Mapping[str, Any], pods: list[dict[str, Any]], 
 
 
 def _cluster_spec(obj: Mapping[str, Any]) -> dict[str, Any]:
-    spec: dict[str, Any] = obj["spec"]["rayClusterSpec"] if obj["kind"] == "RayJob" else obj["spec"]
+    """The RayClusterSpec of a RayJob, RayCronJob or RayCluster (:data:`k8sddp.schemagen_ray.RAY_KINDS`)."""
+    spec: Any = obj
+    for key in RAY_KINDS[obj["kind"]][1]:
+        spec = spec[key]
+    assert isinstance(spec, dict)
     return spec
 
 
@@ -218,6 +223,70 @@ def test_rayjob_pods_carry_the_guards_and_the_runtime_env_reaches_the_submitter(
     for pod in pods:
         live = LayeredEnv(effective_env(pod["spec"]["containers"][0], namespace, ObjectIndex(default_namespace=namespace)), overlay)
         assert {k: live[k].value for k in GUARDS if k in live} == want[_group_of(pod)], pod["metadata"]["name"]
+
+
+def _fail_submitter_pod(kube: Kube, namespace: str, job: str) -> None:
+    """Write the submitter pod's status as a kubelet would once ``ray job submit`` exited 1."""
+    pod = kube.wait_until("the submitter pod", lambda: next(iter(json.loads(kube.kubectl(
+        "get", "pods", "-n", namespace, "-l", f"job-name={job}", "-o", "json").stdout)["items"]), None), timeout=90)
+    (container,) = pod["spec"]["containers"]
+    status = {"status": {"phase": "Failed", "containerStatuses": [{
+        "name": container["name"], "image": container["image"], "imageID": "", "ready": False, "restartCount": 0,
+        "started": False, "state": {"terminated": {"exitCode": 1, "reason": "Error",
+                                                   "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z"}}}]}}
+    kube.kubectl("patch", "pod", pod["metadata"]["name"], "-n", namespace, "--subresource=status", "--type=merge",
+                 "-p", json.dumps(status))
+
+
+def test_a_failed_submitter_ends_the_rayjob_failed_and_shuts_the_cluster_down(kube: Kube, namespace: str) -> None:
+    job = _render("rayjob", "doomed", namespace)
+    # no retries: the first failure is final (rendered backoffLimit 3 would retry with a new cluster)
+    job["spec"]["backoffLimit"] = 0
+    job["spec"]["submitterConfig"] = {"backoffLimit": 0}
+    assert validate_objects([job], profile="strict").findings == []
+    kube.apply(job, namespace=namespace)
+    obj = kube.wait_until("the RayJob's RayCluster name", lambda: (lambda o: o if (o or {}).get("status", {}).get(
+        RAYJOB.status.pods_owner_field) else None)(kube.get("rayjob", "doomed", namespace)), timeout=90)
+    cluster = obj["status"][RAYJOB.status.pods_owner_field]
+    for pod in _wait_pods(kube, namespace, cluster, 3):
+        _set_running(kube, namespace, pod)
+    kube.wait_until("the submitter Job", lambda: kube.get("job", "doomed", namespace), timeout=120)
+    _fail_submitter_pod(kube, namespace, "doomed")
+
+    def reading() -> Any:
+        got = RAYJOB.status.read((kube.get("rayjob", "doomed", namespace) or {}).get("status"))
+        return got if got.final else None
+
+    final = kube.wait_until("the RayJob's final state", reading, timeout=120)
+    assert (final.state, final.reason, final.failed) == ("Failed", "SubmissionFailed", True)
+    assert "BackoffLimitExceeded" in final.message
+    # shutdownAfterJobFinishes (rendered true, ttlSecondsAfterFinished 0): the RayCluster goes
+    kube.wait_until(f"RayCluster {cluster} deleted", lambda: kube.get("raycluster", cluster, namespace) is None, timeout=90)
+
+
+@pytest.mark.slow
+def test_raycronjob_runs_a_guarded_rayjob(kube: Kube, namespace: str) -> None:
+    # the rendered RayJob's spec as the template of a RayCronJob due every minute (the
+    # controller runs with the RayCronJob feature gate: cluster.sh)
+    job = _render("rayjob", "nightly", namespace)
+    cron = {"apiVersion": "ray.io/v1", "kind": "RayCronJob", "metadata": job["metadata"],
+            "spec": {"schedule": "* * * * *", "jobTemplate": job["spec"]}}
+    assert validate_objects([cron], profile="strict").findings == []
+    kube.apply(cron, namespace=namespace)
+
+    def runs() -> list[dict[str, Any]]:
+        out = kube.kubectl("get", "rayjobs", "-n", namespace, "-l", "ray.io/cronjob-name=nightly", "-o", "json").stdout
+        return [j for j in json.loads(out)["items"] if (j.get("status") or {}).get(RAYJOB.status.pods_owner_field)]
+
+    (run, *_) = kube.wait_until("the RayCronJob's first RayJob", runs, timeout=130)
+    assert run["spec"]["runtimeEnvYAML"] == job["spec"]["runtimeEnvYAML"]
+    cluster = run["status"][RAYJOB.status.pods_owner_field]
+    pods = _wait_pods(kube, namespace, cluster, 3)
+    _check_pods(RAYCRONJOB, cron, pods, namespace, cluster)
+    status = (kube.get("raycronjob", "nightly", namespace) or {}).get("status")
+    assert status and status.get("lastScheduleTime")
+    reading = RAYCRONJOB.status.read(status)
+    assert (reading.state, reading.final) == ("", False)
 
 
 def test_raycluster_pods_carry_the_guards_and_the_status_reads_ready(kube: Kube, namespace: str) -> None:
