@@ -20,8 +20,8 @@
 # Environment: K8SDDP_KUBE_CACHE (default ~/.cache/k8sddp-kube: Go module cache, build cache,
 # bin/, logs/), K8SDDP_KUBE_STATE (default $K8SDDP_KUBE_CACHE/run: certificates, kubeconfig,
 # etcd data, pid files, component logs, the audit log), K8SDDP_REFERENCE (the shared reference
-# folder with kubeflow/kubeflow.org_pytorchjobs.yaml; default ../shared/reference next to the
-# repository, then /work/shared/reference).
+# folder with kubeflow/kubeflow.org_pytorchjobs.yaml and kuberay/ray.io_*.yaml; default
+# ../shared/reference next to the repository, then /work/shared/reference).
 # Exit codes: 0 ok, 2 usage, 3 a build or a component failed (its log is named).
 set -euo pipefail
 
@@ -414,9 +414,9 @@ KUBERAY_CRDS="rayclusters rayjobs rayservices raycronjobs"
 start_kuberay-operator() {
   local ref crd mport hport end
   ref="$(kuberay_reference)" || die "no shared reference folder with kuberay/ray.io_rayjobs.yaml (set K8SDDP_REFERENCE)"
-  for crd in $KUBERAY_CRDS; do
-    kctl apply --server-side -f "$ref/ray.io_$crd.yaml" >/dev/null
-  done
+  local files=()
+  for crd in $KUBERAY_CRDS; do files+=(-f "$ref/ray.io_$crd.yaml"); done
+  kctl apply --server-side "${files[@]}" >/dev/null
   end=$(( $(date +%s) + 60 ))
   for crd in $KUBERAY_CRDS; do
     until [ "$(kctl get crd "$crd.ray.io" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
