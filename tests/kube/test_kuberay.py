@@ -133,15 +133,22 @@ def _check_pods(kind: Kind, obj: Mapping[str, Any], pods: list[dict[str, Any]], 
         assert want[group][gv.ASYNC_ERROR_HANDLING] == gv.ASYNC_ERROR_HANDLING_VALUE
         assert want[group][gv.FAULTHANDLER] == gv.FAULTHANDLER_VALUE
         assert want[group][gv.RAY_COLLECTIVE_TIMEOUT] == str(gv.DEFAULT_RAY_COLLECTIVE_TIMEOUT_SECONDS)
-        # /dev/shm: the rendered memory emptyDir, once; KubeRay's own (shared-mem) is not added
+        # /dev/shm: mounted once, from a memory emptyDir: the manifest's own when it mounts one
+        # there (KubeRay's shared-mem is then not added), else KubeRay's, sized to the
+        # container's memory limit (common/pod.go addEmptyDir, findMemoryReqOrLimit)
         shm = [m for m in ray.get("volumeMounts") or [] if m["mountPath"] == "/dev/shm"]
-        (manifest_shm,) = [m for m in manifest.get("volumeMounts") or [] if m["mountPath"] == "/dev/shm"]
-        assert [m["name"] for m in shm] == [manifest_shm["name"]], name
+        own = [m for m in manifest.get("volumeMounts") or [] if m["mountPath"] == "/dev/shm"]
         volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-        manifest_volumes = {v["name"]: v for v in templates[group].pod_spec["volumes"]}
-        assert volumes[manifest_shm["name"]]["emptyDir"] == manifest_volumes[manifest_shm["name"]]["emptyDir"], name
-        assert volumes[manifest_shm["name"]]["emptyDir"]["medium"] == "Memory"
-        assert "shared-mem" not in volumes, name
+        if own:
+            assert [m["name"] for m in shm] == [own[0]["name"]], name
+            manifest_volumes = {v["name"]: v for v in templates[group].pod_spec["volumes"]}
+            assert volumes[own[0]["name"]]["emptyDir"] == manifest_volumes[own[0]["name"]]["emptyDir"], name
+            assert "shared-mem" not in volumes, name
+        else:
+            assert [m["name"] for m in shm] == ["shared-mem"], name
+            limit = manifest["resources"]["limits"]["memory"]
+            assert volumes["shared-mem"]["emptyDir"] == {"medium": "Memory", "sizeLimit": limit}, name
+        assert volumes[shm[0]["name"]]["emptyDir"]["medium"] == "Memory"
     workers = sum(int(g["replicas"]) for g in _cluster_spec(obj)["workerGroupSpecs"])
     assert seen == {"head": 1, "workerGroupSpecs[workers]": workers}
     # The live pods, put back into a RayCluster, pass strict validation: nothing KubeRay added
@@ -289,8 +296,24 @@ def test_raycronjob_runs_a_guarded_rayjob(kube: Kube, namespace: str) -> None:
     assert (reading.state, reading.final) == ("", False)
 
 
-def test_raycluster_pods_carry_the_guards_and_the_status_reads_ready(kube: Kube, namespace: str) -> None:
+def _without_own_shm(obj: dict[str, Any]) -> dict[str, Any]:
+    """The RayCluster with the rendered /dev/shm volume and mounts removed (KubeRay then adds its own)."""
+    spec = _cluster_spec(obj)
+    for group in (spec["headGroupSpec"], *spec["workerGroupSpecs"]):
+        pod = group["template"]["spec"]
+        names = {m["name"] for c in pod["containers"] for m in c.get("volumeMounts") or [] if m["mountPath"] == "/dev/shm"}
+        for c in pod["containers"]:
+            c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m["name"] not in names]
+        pod["volumes"] = [v for v in pod.get("volumes") or [] if v["name"] not in names]
+    return obj
+
+
+@pytest.mark.parametrize("shm", ["rendered", "kuberay"])
+def test_raycluster_pods_carry_the_guards_and_the_status_reads_ready(kube: Kube, namespace: str, shm: str) -> None:
     obj = _render("raycluster", "guarded-cluster", namespace)
+    if shm == "kuberay":
+        obj = _without_own_shm(obj)
+    # strict accepts both: KDP365 wants a memory emptyDir at /dev/shm, or nothing there (KubeRay's)
     assert validate_objects([obj], profile="strict").findings == []
     kube.apply(obj, namespace=namespace)
     workers = sum(int(g["replicas"]) for g in obj["spec"]["workerGroupSpecs"])
