@@ -36,7 +36,7 @@ from __future__ import annotations
 # The validate engine imports this package's modules and they import validate's check library:
 # load validate first, whichever of the two is imported first.
 from .. import validate as _validate  # noqa: F401
-from .base import CheckContext, Kind, PodTemplateView, StatusModel
+from .base import CheckContext, Kind, PodTemplateView, StatusModel, StatusReading
 from .ddpjob import DDPJOB  # (a wrapper: k8sddp's DDPJob spec, checked and rendered)
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
 from .ray import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYSERVICE, RayKind
@@ -75,6 +75,7 @@ __all__ = [
     "RAYSERVICE",
     "RayKind",
     "StatusModel",
+    "StatusReading",
     "TRAINING_RUNTIME",
     "TRAINJOB",
     "TrainJobKind",

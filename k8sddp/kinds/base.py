@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # (runtime import would be circular: the validate engine impo
     from ..validate.envresolve import EnvValue
     from ..validate.objindex import ObjectIndex
 
-__all__ = ["CheckContext", "Kind", "PodTemplateView", "StatusModel"]
+__all__ = ["CheckContext", "Kind", "PodTemplateView", "StatusModel", "StatusReading"]
 
 _MAPPING = (dict, Mapping)
 
@@ -56,6 +56,29 @@ class PodTemplateView:
 
 
 @dataclasses.dataclass(frozen=True)
+class StatusReading:
+    """A kind's state read from one ``status`` by :meth:`StatusModel.read`.
+
+    Attributes:
+        state: the state (a condition type, or the value of :attr:`StatusModel.state_field`);
+            ``""`` when the controller has not reported one yet.
+        reason: its reason (``""`` when none).
+        message: its message (``""`` when none).
+        detail: the value of :attr:`StatusModel.detail_field` (a RayJob's Ray job status
+            ``RUNNING``), ``""`` when the kind has none or it is not set.
+        final: nothing changes after this state.
+        failed: a final state that means failure.
+    """
+
+    state: str
+    reason: str
+    message: str
+    detail: str
+    final: bool
+    failed: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class StatusModel:
     """How a kind reports its state on a cluster (read by :mod:`k8sddp.jobstatus` and :mod:`k8sddp.cluster`).
 
@@ -65,9 +88,21 @@ class StatusModel:
         condition_types: ``status.conditions[].type`` values the controller sets, in life order.
         final_conditions: those after which nothing changes.
         pod_labels: label keys the controller puts on its pods: ``job-name``, ``replica-type``,
-            ``replica-index`` (empty where a kind has no such label).
+            ``replica-index`` (empty where a kind has no such label); KubeRay's pods carry
+            ``cluster`` (the RayCluster's name) and ``group`` (the head or worker group) instead
+            of ``job-name``.
         container: the training container's name in the pods (``pytorch``), or ``""`` when the
             kind picks it by position.
+        state_field: the ``status`` key whose value is the state, for a kind whose controller
+            reports it in a field rather than in conditions (a RayJob's ``jobDeploymentStatus``);
+            ``""``: the state is the last true condition.
+        final_states: values of ``state_field`` after which nothing changes.
+        failed_states: the final states (or final conditions) that mean failure.
+        detail_field: a second ``status`` key worth showing with the state (a RayJob's
+            ``jobStatus``: the Ray job's own status), or ``""``.
+        pods_owner_field: the ``status`` key naming the object whose name the pods' ``cluster``
+            label carries (a RayJob's ``rayClusterName``: its pods are its RayCluster's);
+            ``""``: the object's own name.
     """
 
     plural: str
@@ -76,6 +111,38 @@ class StatusModel:
     final_conditions: frozenset[str]
     pod_labels: Mapping[str, str]
     container: str
+    state_field: str = ""
+    final_states: frozenset[str] = frozenset()
+    failed_states: frozenset[str] = frozenset({"Failed"})
+    detail_field: str = ""
+    pods_owner_field: str = ""
+
+    def read(self, status: Any) -> StatusReading:
+        """The state in ``status`` (the object's ``status`` as the API returns it; anything that
+        is not a mapping reads as no state yet).
+
+        With :attr:`state_field` set, the state is that field's value, the reason and message
+        are ``status.reason`` and ``status.message`` (the RayJob shape, kuberay
+        ``apis/ray/v1/rayjob_types.go`` ``RayJobStatus``). Otherwise it is the type of the last
+        condition in ``status.conditions`` whose ``status`` is ``"True"`` and whose type is one of
+        :attr:`condition_types` (the operator appends conditions and sets superseded ones to
+        ``"False"``), with that condition's reason and message.
+        """
+        st: Mapping[str, Any] = status if isinstance(status, _MAPPING) else {}
+        detail = str(st.get(self.detail_field) or "") if self.detail_field else ""
+        if self.state_field:
+            state = str(st.get(self.state_field) or "")
+            return StatusReading(state, str(st.get("reason") or ""), str(st.get("message") or ""), detail,
+                                 state in self.final_states, state in self.final_states and state in self.failed_states)
+        current: Mapping[str, Any] = {}
+        conditions = st.get("conditions")
+        for cond in conditions if isinstance(conditions, list) else []:
+            if isinstance(cond, _MAPPING) and str(cond.get("status")) == "True" and cond.get("type") in self.condition_types:
+                current = cond
+        state = str(current.get("type") or "")
+        final = state in self.final_conditions
+        return StatusReading(state, str(current.get("reason") or ""), str(current.get("message") or ""), detail,
+                             final, final and state in self.failed_states)
 
 
 @dataclasses.dataclass

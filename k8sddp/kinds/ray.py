@@ -38,12 +38,80 @@ from .base import CheckContext, Kind, PodTemplateView, StatusModel
 from .raychecks import group_views
 from .registry import register
 
-__all__ = ["RAYCLUSTER", "RAYCRONJOB", "RAYJOB", "RAYSERVICE", "RayClusterKind", "RayCronJobKind", "RayJobKind", "RayKind", "RayServiceKind"]
+__all__ = [
+    "HEAD_GROUP_LABEL_VALUE",
+    "JOB_DEPLOYMENT_FAILED",
+    "JOB_DEPLOYMENT_FINAL",
+    "JOB_DEPLOYMENT_STATUSES",
+    "POD_LABELS",
+    "RAYCLUSTER",
+    "RAYCLUSTER_CONDITIONS",
+    "RAYCLUSTER_STATES",
+    "RAYCRONJOB",
+    "RAYJOB",
+    "RAYSERVICE",
+    "RAYSERVICE_CONDITIONS",
+    "RAY_JOB_STATUSES",
+    "RAY_JOB_TERMINAL",
+    "RayClusterKind",
+    "RayCronJobKind",
+    "RayJobKind",
+    "RayKind",
+    "RayServiceKind",
+]
 
 #: The only clusterSelector key the RayJob controller reads (kuberay utils/constant.go RayJobDefaultClusterSelectorKey).
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
-#: Pod labels KubeRay sets (kuberay utils/constant.go).
-_POD_LABELS = {"cluster": "ray.io/cluster", "replica-type": "ray.io/node-type", "group": "ray.io/group"}
+#: Labels KubeRay puts on every Ray pod (kuberay ``ray-operator/controllers/ray/common/pod.go``
+#: ``labelPod``; keys from ``utils/constant.go`` ``RayClusterLabelKey``, ``RayNodeTypeLabelKey``,
+#: ``RayNodeGroupLabelKey``, ``RayWorkerReplicaIndexKey``; the same at v1.6.1 and v1.7.0):
+#: ``ray.io/cluster`` is the RayCluster's name, ``ray.io/node-type`` ``head`` or ``worker``
+#: (``RayNodeType``), ``ray.io/group`` the worker group's ``groupName`` or ``headgroup`` for the
+#: head (``RayNodeHeadGroupLabelValue``); ``ray.io/worker-group-replica-index`` (0 to
+#: replicas-1, on worker pods only) is set while the ``RayMultiHostIndexing`` feature gate is on
+#: (beta, default on since v1.6: ``pkg/features/features.go``). The user cannot override the
+#: first three.
+POD_LABELS: Mapping[str, str] = {
+    "cluster": "ray.io/cluster",
+    "replica-type": "ray.io/node-type",
+    "group": "ray.io/group",
+    "replica-index": "ray.io/worker-group-replica-index",
+}
+#: ``ray.io/group`` of the head pod (kuberay utils/constant.go ``RayNodeHeadGroupLabelValue``).
+HEAD_GROUP_LABEL_VALUE = "headgroup"
+
+#: RayCluster ``status.conditions[].type`` (kuberay ``apis/ray/v1/raycluster_types.go``
+#: ``RayClusterConditionType``, v1.6.1 = v1.7.0; set while the ``RayClusterStatusConditions`` gate
+#: is on, beta and default on): ``RayClusterProvisioned`` (all pods ready the first time; never
+#: changes after), ``HeadPodReady``, ``ReplicaFailure`` (a pod could not be created or deleted;
+#: the Go constant is ``RayClusterReplicaFailure`` but the value is ``ReplicaFailure``),
+#: ``RayClusterSuspending``, ``RayClusterSuspended``. They are independent flags, not a life
+#: order: the cluster's state is ``status.state``.
+RAYCLUSTER_CONDITIONS = ("RayClusterProvisioned", "HeadPodReady", "ReplicaFailure", "RayClusterSuspending", "RayClusterSuspended")
+#: RayService ``status.conditions[].type`` (``apis/ray/v1/rayservice_types.go``
+#: ``RayServiceConditionType``): ``Ready``, ``UpgradeInProgress``, ``RollbackInProgress``; v1.7.0
+#: adds ``Suspending`` and ``Suspended``.
+RAYSERVICE_CONDITIONS = ("Ready", "UpgradeInProgress", "RollbackInProgress", "Suspending", "Suspended")
+#: RayJob ``status.jobDeploymentStatus`` values (``apis/ray/v1/rayjob_types.go``
+#: ``JobDeploymentStatus``), in life order; ``""`` (New) before the first reconcile.
+JOB_DEPLOYMENT_STATUSES = ("Initializing", "Waiting", "Running", "Retrying", "Suspending", "Suspended", "ValidationFailed", "Complete", "Failed")
+#: The final ones: ``IsJobDeploymentTerminal`` (``Complete``, ``Failed``), and ``ValidationFailed``,
+#: which the RayJob controller sets when the spec fails its checks and never leaves (its
+#: ``Reconcile`` has no case for it: ``rayjob_controller.go``, the ``default`` branch only requeues).
+JOB_DEPLOYMENT_FINAL = frozenset({"Complete", "Failed", "ValidationFailed"})
+#: Final deployment states that mean failure. ``Complete`` is also the end of a Ray job that
+#: ``STOPPED`` (``jobStatus``); a Ray job that ``FAILED`` ends as ``Failed`` (reason ``AppFailed``),
+#: or ``Retrying`` while ``backoffLimit`` allows (``checkBackoffLimitAndUpdateStatusIfNeeded``).
+JOB_DEPLOYMENT_FAILED = frozenset({"Failed", "ValidationFailed"})
+#: RayJob ``status.jobStatus``: the Ray job's own status as Ray's dashboard reports it
+#: (``JobStatus``: ``""`` New, ``PENDING``, ``RUNNING``, ``STOPPED``, ``SUCCEEDED``, ``FAILED``);
+#: ``IsJobTerminal``: ``STOPPED``, ``SUCCEEDED``, ``FAILED``.
+RAY_JOB_STATUSES = ("PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED")
+RAY_JOB_TERMINAL = frozenset({"STOPPED", "SUCCEEDED", "FAILED"})
+#: RayCluster ``status.state`` (``ClusterState``): ``ready`` (every pod Running and Ready, the
+#: head and ``DesiredWorkerReplicas`` workers: ``raycluster_controller.go`` ``calculateStatus``),
+#: ``suspended``; ``failed`` is deprecated and no longer set. A RayCluster has no final state.
+RAYCLUSTER_STATES = ("ready", "suspended", "failed")
 
 
 class RayKind(Kind):
@@ -116,24 +184,40 @@ class RayClusterKind(RayKind):
     status: ClassVar[StatusModel] = StatusModel(
         plural="rayclusters",
         version="v1",
-        condition_types=("RayClusterProvisioned", "HeadPodReady", "RayClusterReplicaFailure", "RayClusterSuspending", "RayClusterSuspended"),
+        condition_types=RAYCLUSTER_CONDITIONS,
         final_conditions=frozenset(),
-        pod_labels={"replica-type": _POD_LABELS["replica-type"]},
+        pod_labels=POD_LABELS,
         container="",
+        state_field="state",
+        final_states=frozenset(),
+        failed_states=frozenset(),
     )
 
 
 class RayJobKind(_JobRuntimeEnv, RayKind):  # type: ignore[misc]
     """KubeRay RayJob: a job submitted to its own cluster (``rayClusterSpec``) or a selected one.
 
-    Status: ``status.jobDeploymentStatus`` (``Complete`` and ``Failed`` final), not conditions.
+    Status: no conditions; ``status.jobDeploymentStatus`` (:data:`JOB_DEPLOYMENT_STATUSES`;
+    ``Complete``, ``Failed`` and ``ValidationFailed`` final) with ``status.reason`` and
+    ``status.message``, and ``status.jobStatus`` (the Ray job's own, :data:`RAY_JOB_STATUSES`).
+    Its pods are those of the RayCluster named in ``status.rayClusterName``.
     """
 
     kind: ClassVar[str] = "RayJob"
     job_path: ClassVar[tuple[str, ...]] = ("spec",)
     references: ClassVar[tuple[tuple[str, str], ...]] = (("ray.io", "RayCluster"),)
     status: ClassVar[StatusModel] = StatusModel(
-        plural="rayjobs", version="v1", condition_types=(), final_conditions=frozenset(), pod_labels={"replica-type": _POD_LABELS["replica-type"]}, container=""
+        plural="rayjobs",
+        version="v1",
+        condition_types=(),
+        final_conditions=frozenset(),
+        pod_labels=POD_LABELS,
+        container="",
+        state_field="jobDeploymentStatus",
+        final_states=JOB_DEPLOYMENT_FINAL,
+        failed_states=JOB_DEPLOYMENT_FAILED,
+        detail_field="jobStatus",
+        pods_owner_field="rayClusterName",
     )
 
     def check_guardrails(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
@@ -144,12 +228,25 @@ class RayJobKind(_JobRuntimeEnv, RayKind):  # type: ignore[misc]
 
 
 class RayCronJobKind(RayJobKind):
-    """KubeRay RayCronJob: a RayJob template (``spec.jobTemplate``) run on a schedule."""
+    """KubeRay RayCronJob: a RayJob template (``spec.jobTemplate``) run on a schedule.
+
+    Status: only ``status.lastScheduleTime`` (``apis/ray/v1/raycronjob_types.go``
+    ``RayCronJobStatus``): no state, no conditions, never final. Each run is a RayJob labelled
+    ``ray.io/cronjob-name`` (``utils/constant.go`` ``RayCronJobNameLabelKey``), whose pods are
+    its RayCluster's. The controller runs only with the alpha ``RayCronJob`` feature gate.
+    """
 
     kind: ClassVar[str] = "RayCronJob"
     job_path: ClassVar[tuple[str, ...]] = ("spec", "jobTemplate")
     status: ClassVar[StatusModel] = StatusModel(
-        plural="raycronjobs", version="v1", condition_types=(), final_conditions=frozenset(), pod_labels={"replica-type": _POD_LABELS["replica-type"]}, container=""
+        plural="raycronjobs",
+        version="v1",
+        condition_types=(),
+        final_conditions=frozenset(),
+        pod_labels=POD_LABELS,
+        container="",
+        state_field="",
+        failed_states=frozenset(),
     )
 
 
@@ -161,10 +258,11 @@ class RayServiceKind(RayKind):
     status: ClassVar[StatusModel] = StatusModel(
         plural="rayservices",
         version="v1",
-        condition_types=("Ready", "UpgradeInProgress"),
+        condition_types=RAYSERVICE_CONDITIONS,
         final_conditions=frozenset(),
-        pod_labels={"replica-type": _POD_LABELS["replica-type"]},
+        pod_labels=POD_LABELS,
         container="",
+        failed_states=frozenset(),
     )
 
     def runtime_envs(self, obj: Mapping[str, Any]) -> raychecks.RuntimeEnvs:

@@ -11,15 +11,17 @@
 # COMPONENTS): etcd (go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes pins),
 # kube-apiserver and kube-controller-manager (job, garbage-collector, namespace, serviceaccount,
 # serviceaccount-token controllers) and kubectl from k8s.io/kubernetes, the Kubeflow training
-# operator v1.9 (PyTorchJob only) with its own validating webhook; helm and kubeconform are
+# operator v1.9 (PyTorchJob only) with its own validating webhook, the KubeRay operator
+# (ray-operator v1.6.1 over the v1.7.0 CRDs: RayCluster, RayJob, RayService, RayCronJob; no
+# webhook); helm and kubeconform are
 # built for the chart tests and the validate benchmark. There is no kubelet and no scheduler:
 # pods stay Pending until a test patches their status subresource as a kubelet would.
 #
 # Environment: K8SDDP_KUBE_CACHE (default ~/.cache/k8sddp-kube: Go module cache, build cache,
 # bin/, logs/), K8SDDP_KUBE_STATE (default $K8SDDP_KUBE_CACHE/run: certificates, kubeconfig,
 # etcd data, pid files, component logs, the audit log), K8SDDP_REFERENCE (the shared reference
-# folder with kubeflow/kubeflow.org_pytorchjobs.yaml; default ../shared/reference next to the
-# repository, then /work/shared/reference).
+# folder with kubeflow/kubeflow.org_pytorchjobs.yaml and kuberay/ray.io_*.yaml; default
+# ../shared/reference next to the repository, then /work/shared/reference).
 # Exit codes: 0 ok, 2 usage, 3 a build or a component failed (its log is named).
 set -euo pipefail
 
@@ -44,7 +46,7 @@ BUILDS=(
   "kuberay|kuberay-operator|github.com/ray-project/kuberay/ray-operator"
 )
 # --- components started by `up`, in order; each has start_<name> and ready_<name> ---
-COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator kuberay-operator)
 UP_OK=0
 
 die() { echo "cluster.sh: $*" >&2; exit 3; }
@@ -386,6 +388,50 @@ EOF
     --health-probe-bind-address "127.0.0.1:$hport" --leader-elect=false
 }
 ready_training-operator() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/operator-health")/readyz"; }
+
+# The KubeRay operator (ray-operator v1.6.1: the newest the Go module proxy serves; v1.7.0's
+# module zip is refused) over the v1.7.0 CRDs of the shared reference (RayCluster, RayJob,
+# RayService, RayCronJob; v1.7.0 only adds optional fields to v1.6.1's). Out of cluster with the
+# admin kubeconfig; flags from ray-operator/main.go at v1.6.1: --metrics-addr and
+# --health-probe-bind-address (defaults :8080 and :8082, moved to free loopback ports),
+# --enable-leader-election=false (v1.6.1's default is already false; said for the record),
+# --feature-gates RayCronJob=true (alpha, off by default: without it the RayCronJob controller
+# does not start); its validating webhook (names only) starts only with ENABLE_WEBHOOKS=true and
+# is left off. RayClusterStatusConditions, RayJobDeletionPolicy and RayMultiHostIndexing are
+# beta and on by default (pkg/features/features.go). With no kubelet the head and worker pods
+# stay Pending; the RayCluster becomes `ready` (and a RayJob's submitter Job is created) only
+# once a test writes every pod's status as Running and Ready.
+kuberay_reference() {
+  local c
+  for c in "${K8SDDP_REFERENCE:-}" "$REPO/../shared/reference" /work/shared/reference; do
+    if [ -n "$c" ] && [ -f "$c/kuberay/ray.io_rayjobs.yaml" ]; then echo "$c/kuberay"; return 0; fi
+  done
+  return 1
+}
+
+KUBERAY_CRDS="rayclusters rayjobs rayservices raycronjobs"
+
+start_kuberay-operator() {
+  local ref crd mport hport end
+  ref="$(kuberay_reference)" || die "no shared reference folder with kuberay/ray.io_rayjobs.yaml (set K8SDDP_REFERENCE)"
+  local files=()
+  for crd in $KUBERAY_CRDS; do files+=(-f "$ref/ray.io_$crd.yaml"); done
+  kctl apply --server-side "${files[@]}" >/dev/null
+  end=$(( $(date +%s) + 60 ))
+  for crd in $KUBERAY_CRDS; do
+    until [ "$(kctl get crd "$crd.ray.io" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
+      [ "$(date +%s)" -lt "$end" ] || die "CRD $crd.ray.io not established after 60s"
+      sleep 0.3
+    done
+  done
+  mport=$(free_port); hport=$(free_port)
+  echo "$hport" >"$STATE/ports/kuberay-health"
+  KUBECONFIG="$STATE/kubeconfig" spawn kuberay-operator "$BIN/kuberay-operator" \
+    --metrics-addr "127.0.0.1:$mport" --health-probe-bind-address "127.0.0.1:$hport" \
+    --enable-leader-election=false --feature-gates RayCronJob=true \
+    --log-stdout-encoder console
+}
+ready_kuberay-operator() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/kuberay-health")/readyz"; }
 
 # --- commands ----------------------------------------------------------------------------------
 print_env() {
