@@ -124,8 +124,9 @@ def _mapping(job: _Job, parent: Any, key: str, path: str, *, required: bool = Tr
                    f"must be a mapping, not {'nothing' if value is None else type(value).__name__}")
 
 
-def _command(job: _Job, container: CommentedMap, path: str) -> tuple[list[Any] | None, bool]:
-    """The trainer command, and whether the job's own runtime must drop the runtime's command.
+def _command(job: _Job, container: CommentedMap, path: str) -> tuple[list[Any] | None, bool, bool]:
+    """The trainer command, whether the job's own runtime must drop the runtime's command (the
+    job has none), and whether the command was wrapped in torchrun.
 
     torchrun (or ``python -m torch.distributed.run``) stays as it is: it reads the ``PET_*``
     values the torch plugin injects. Any other command is started under ``torchrun --no-python``:
@@ -139,7 +140,7 @@ def _command(job: _Job, container: CommentedMap, path: str) -> tuple[list[Any] |
                  "no command: the image's entrypoint runs (the job's runtime has no command, so the runtime's cannot "
                  "replace it), but v2 injects only PET_* variables, not the MASTER_ADDR, MASTER_PORT, WORLD_SIZE and "
                  "RANK the v1 operator set; unless the entrypoint starts torchrun, set spec.trainer.command", LOST)
-        return None, True
+        return None, True, False
     if not isinstance(command, list) or not all(isinstance(a, str) for a in command):
         raise job.fail(container, "command", f"{path}.command", "must be a list of strings")
     start = torchrun_start(command)
@@ -155,18 +156,18 @@ def _command(job: _Job, container: CommentedMap, path: str) -> tuple[list[Any] |
                      f"torchrun flags {', '.join(flags)} override or bypass the static rendezvous Trainer v2 sets up through "
                      "PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT (torchrun reads PET_<FLAG> only as a "
                      "flag's default): remove them", LOST)
-        return command, False
+        return command, False, False
     if any("torchrun" in a or "torch.distributed.run" in a for a in command):
         job.note(container, "command", f"{path}.command",
                  "a shell command that starts torchrun: kept as it is; check it passes no MASTER_ADDR, MASTER_PORT, "
                  "WORLD_SIZE or RANK (v2 sets only PET_*, which torchrun reads by itself)", LOST)
-        return command, False
+        return command, False, False
     wrapped = CommentedSeq(["torchrun", "--no-python", *command])
     job.note(container, "command", f"{path}.command",
              "started under `torchrun --no-python` (numProcPerNode 1): v2 injects only PET_*, and torchrun gives the "
              "command the MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK and LOCAL_RANK the v1 operator set; the image "
              "must have torchrun (it comes with torch)")
-    return wrapped, False
+    return wrapped, False, True
 
 
 def _drop_operator_flags(command: list[Any], start: int) -> tuple[list[Any], list[str]]:
@@ -204,17 +205,14 @@ def _env(job: _Job, container: CommentedMap, path: str, stock: bool) -> Commente
         env = CommentedSeq()
     elif not isinstance(env, list):
         raise job.fail(container, "env", f"{path}.env", "must be a list")
-    names = []
-    for i in reversed(range(len(env))):
-        entry = env[i]
-        name = entry.get("name") if isinstance(entry, dict) else None
-        if name in f.OPERATOR_ENV:
-            why = ("the Trainer's torch plugin injects it and its webhook rejects it in spec.trainer.env (KDP133)"
-                   if name in f.RESERVED_ENV else "set by the v1 operator; in v2 torchrun derives it from the PET_* values")
-            job.note(env, i, f"{path}.env[{i}]", f"{name} dropped: {why}")
-            del env[i]
-        else:
-            names.append(name)
+    names = [e.get("name") if isinstance(e, dict) else None for e in env]
+    drop = [i for i, name in enumerate(names) if name in f.OPERATOR_ENV]
+    for i in drop:
+        why = ("the Trainer's torch plugin injects it and its webhook rejects it in spec.trainer.env (KDP133)"
+               if names[i] in f.RESERVED_ENV else "set by the v1 operator; in v2 torchrun derives it from the PET_* values")
+        job.note(env, i, f"{path}.env[{i}]", f"{names[i]} dropped: {why}")
+    for i in reversed(drop):
+        del env[i]
     added = []
     if "PYTHONUNBUFFERED" not in names:
         added.append(("PYTHONUNBUFFERED", "1"))
@@ -378,7 +376,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
 
     # spec.trainer
     trainer = CommentedMap()
-    command, no_command = _command(job, container, cpath)
+    command, no_command, wrapped = _command(job, container, cpath)
     _put(trainer, "image", container, "image")
     if command is not None:
         if command is container["command"]:
@@ -390,7 +388,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     if "args" in container:
         _put(trainer, "args", container, "args")
     trainer["numNodes"] = num_nodes
-    nproc = _nproc(job, spec, command, command is not None and command is not container.get("command"))
+    nproc = _nproc(job, spec, command, wrapped)
     if nproc is not None:
         trainer["numProcPerNode"] = nproc
     trainer["env"] = _env(job, container, cpath, stock)
