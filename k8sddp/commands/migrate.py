@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
 #: Read at most this much (the API server stores objects up to about 1.5 MiB; as `fix`).
 MAX_INPUT_BYTES = 16 * 1024 * 1024
+#: A runtime's name: a DNS-1123 subdomain (Kubernetes object names), leaving room for ``-JOB``.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+MAX_RUNTIME_NAME = 253 - 64
+
+
+def runtime_name(text: str) -> str:
+    """``--runtime-name``: a DNS-1123 subdomain of at most :data:`MAX_RUNTIME_NAME` characters."""
+    if not _NAME.fullmatch(text) or len(text) > MAX_RUNTIME_NAME:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Kubernetes object name (lower-case letters, digits, '-' and '.', at most {MAX_RUNTIME_NAME})")
+    return text
 
 
 def register(sub: Any) -> None:
@@ -29,7 +41,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("file", metavar="FILE", help="manifest file, or - for standard input")
     p.add_argument("--out", metavar="FILE", help="write to FILE atomically instead of standard output")
-    p.add_argument("--runtime-name", default=DEFAULT_RUNTIME,
+    p.add_argument("--runtime-name", type=runtime_name, default=DEFAULT_RUNTIME,
                    help=f"the guarded ClusterTrainingRuntime the TrainJobs refer to (default {DEFAULT_RUNTIME}); a job "
                    "that needs its own runtime gets the TrainingRuntime NAME-JOB")
     p.add_argument("--runtime", choices=("guarded", "stock"), default="guarded",

@@ -323,8 +323,8 @@ def _replicas(job: _Job, spec: CommentedMap) -> tuple[CommentedMap, CommentedMap
             raise job.fail(rspec, "replicas" if "replicas" in rspec else None, f"{path}.replicas",
                            f"must be {'1' if rtype == 'Master' else 'a number >= 0'}, not {count!r}")
         counts[rtype] = count
-    if not counts:
-        raise job.fail(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs", "has no Master or Worker")
+    if sum(counts.values()) < 1:
+        raise job.fail(spec, "pytorchReplicaSpecs", "spec.pytorchReplicaSpecs", "has no Master and no Worker replica (numNodes must be >= 1)")
     main = "Master" if "Master" in replicas else "Worker"
     if len(counts) == 2:
         job.note(replicas, None, "spec.pytorchReplicaSpecs",
@@ -332,7 +332,8 @@ def _replicas(job: _Job, spec: CommentedMap) -> tuple[CommentedMap, CommentedMap
                  "node rank 0 is the former Master")
         a, b = plain(replicas["Master"].get("template")), plain(replicas["Worker"].get("template"))
         if a != b:
-            keys = sorted(k for k in {*(a or {}), *(b or {})} if (a or {}).get(k) != (b or {}).get(k))
+            a, b = (a if isinstance(a, dict) else {}), (b if isinstance(b, dict) else {})
+            keys = sorted(str(k) for k in {*a, *b} if a.get(k) != b.get(k)) or ["template"]
             job.note(replicas, "Worker", "spec.pytorchReplicaSpecs.Worker.template",
                      f"differs from the Master's ({', '.join(keys)}): v2 runs one pod template on every node; the Master's is used", LOST)
     return replicas, replicas[main], sum(counts.values())

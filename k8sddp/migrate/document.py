@@ -9,14 +9,16 @@ scalar too, YAML 1.2 section 9.1.4), so an object that is not a PyTorchJob keeps
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
+import json
 import re
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import YAMLError
 
 from ..errors import UsageError
 from ..render.trainer import DEFAULT_RUNTIME
@@ -28,6 +30,7 @@ __all__ = ["ERROR", "MigrateResult", "Notice", "migrate_text", "stock_runtime"]
 
 ERROR = "error"
 _MARKER = re.compile(r"(---|\.\.\.)(\s|$)")
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +82,23 @@ def stock_runtime() -> dict[str, Any]:
     return {"apiVersion": f"{TRAINER_GROUP}/v1alpha1", "kind": "ClusterTrainingRuntime",
             "metadata": {"name": STOCK_RUNTIME, "labels": {"trainer.kubeflow.org/framework": "torch"}},
             "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [rjob]}}}}
+
+
+@functools.lru_cache(maxsize=8)
+def _rendered_runtime(name: str) -> str:
+    from ..render import render_runtime
+
+    return json.dumps(render_runtime(name=name).objects[0])
+
+
+@functools.lru_cache(maxsize=8)
+def _guarded_runtime_yaml(name: str) -> str:
+    return _dump(_to_rt(_guarded_runtime(name)))
+
+
+def _guarded_runtime(name: str) -> dict[str, Any]:
+    """The shared runtime of ``k8sddp runtime render --name NAME`` (rendered and checked once)."""
+    return cast("dict[str, Any]", json.loads(_rendered_runtime(name)))
 
 
 def _yaml() -> YAML:
@@ -150,28 +170,25 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
     Raises:
         UsageError: the text has no PyTorchJob at all.
     """
-    chunks = _chunks(text)
     loaded: list[tuple[int, str, Any]] = []
-    for first, chunk in chunks:
+    as_read: list[Any] = []  # each document as validate and the API server read it (YAML 1.1, PyYAML)
+    for first, chunk in _chunks(text):
         try:
             loaded.append((first, chunk, _yaml().load(chunk)))
-        except YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None) if isinstance(exc, MarkedYAMLError) else None
+            as_read.append(yaml.load(chunk, Loader=_LOADER))  # noqa: S506 (a safe loader)
+        except (YAMLError, yaml.YAMLError) as exc:
+            mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             line = first + mark.line + 1 if mark is not None else first + 1
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             return MigrateResult(None, [Notice("", Note(line, "", f"not valid YAML: {problem}", ERROR))], 0)
     if not any(_is_pytorchjob(data) for _, _, data in loaded):
         raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate")
-    others = [plain(d) for _, _, d in loaded if isinstance(d, dict) and not _is_pytorchjob(d)]
-    shared = None
-    if not stock:
-        from ..render import render_runtime
-
-        shared = render_runtime(name=runtime_name).objects[0]
+    others = [d for (_, _, rt), d in zip(loaded, as_read, strict=True) if isinstance(d, dict) and not _is_pytorchjob(rt)]
+    shared = None if stock else _guarded_runtime(runtime_name)
     pieces: list[str] = []
     notices: list[Notice] = []
     shared_written, failed, jobs = False, False, 0
-    for first, chunk, data in loaded:
+    for (first, chunk, data), source in zip(loaded, as_read, strict=True):
         if not _is_pytorchjob(data):
             pieces.append(chunk)
             continue
@@ -180,7 +197,6 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             notices.append(Notice(name, Note(first + 1, "apiVersion", f"{data.get('apiVersion')!r}: only kubeflow.org/v1 PyTorchJobs can be migrated", ERROR)))
             failed = True
             continue
-        source = plain(data)
         strict = not _passes([source], others, "strict")
         try:
             migrated = convert_job(data, first_line=first, runtime_name=runtime_name, stock=stock)
@@ -190,12 +206,12 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             continue
         jobs += 1
         job_notes = [Notice(name, n) for n in migrated.notes]
-        docs: list[Any] = []
+        texts: list[str] = []
         runtime = migrated.runtime or (stock_runtime() if stock else shared)
         if migrated.runtime is not None:
-            docs.append(_to_rt(migrated.runtime))
+            texts.append(_dump(_to_rt(migrated.runtime)))
         elif shared is not None and include_runtime and not shared_written:
-            docs.append(_to_rt(shared))
+            texts.append(_guarded_runtime_yaml(runtime_name))
             shared_written = True
         body = _dump(migrated.trainjob)
         body += "" if body.endswith("\n") else "\n"
@@ -205,7 +221,7 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
         lost = [n for n in job_notes if n.note.level == LOST]
         header = f"# Migrated by `k8sddp migrate` from the PyTorchJob {name} (kubeflow.org/v1).\n"
         header += "".join(f"# k8sddp migrate: lost: {n.note.path}: {n.note.message}\n" for n in lost)
-        texts = [_dump(d) for d in docs] + [header + body]
+        texts.append(header + body)
         if pieces and not pieces[-1].endswith("\n"):
             pieces[-1] += "\n"
         pieces.extend(("" if not pieces and i == 0 and not chunk.startswith("---") else "---\n") + t for i, t in enumerate(texts))
