@@ -24,7 +24,10 @@ def runtime_name(text: str) -> str:
 
 def register(sub: Any) -> None:
     """Add the ``migrate`` subcommand to ``sub`` (an argparse subparsers object)."""
-    from ..render.trainer import DEFAULT_RUNTIME
+    from ..kinds.trainerpolicy import DEFAULT_MAX_RESTARTS
+    from ..render.model import DEFAULTS
+    from ..render.trainer import DEFAULT_RUNTIME, RUNTIME_ARTIFACT_CLAIM
+    from .argtypes import positive_int
 
     p = sub.add_parser(
         "migrate",
@@ -50,6 +53,11 @@ def register(sub: Any) -> None:
                    "for a job that needs its own runtime)")
     p.add_argument("--no-runtime", action="store_true",
                    help="leave the shared guarded runtime out of the output (it is installed in the cluster already)")
+    p.add_argument("--artifact-claim", default=RUNTIME_ARTIFACT_CLAIM,
+                   help=f"the guarded runtimes' artifact PersistentVolumeClaim (default {RUNTIME_ARTIFACT_CLAIM}, as `runtime render`)")
+    p.add_argument("--shm-size", default=DEFAULTS["shmSize"], help=f"their /dev/shm sizeLimit (default {DEFAULTS['shmSize']})")
+    p.add_argument("--max-restarts", type=positive_int, default=DEFAULT_MAX_RESTARTS,
+                   help=f"their JobSet restarts for retryable failures (default {DEFAULT_MAX_RESTARTS})")
     p.add_argument("-q", "--quiet", action="store_true", help="print only lost and error notes")
     p.set_defaults(handler=run)
 
@@ -88,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--no-runtime: the stock runtime is never written; drop one of the two")
     name = "<stdin>" if args.file == "-" else args.file
     result = migrate_text(_read(args.file), name, runtime_name=args.runtime_name, stock=args.runtime == "stock",
-                          include_runtime=not args.no_runtime)
+                          include_runtime=not args.no_runtime,
+                          runtime_options={"artifact_claim": args.artifact_claim, "shm_size": args.shm_size,
+                                           "max_restarts": args.max_restarts})
     for notice in result.notices:
         if not (args.quiet and notice.note.level == INFO):
             print(f"k8sddp migrate: {notice.format(name)}", file=sys.stderr)

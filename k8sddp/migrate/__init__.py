@@ -2,9 +2,9 @@
 
 Public API::
 
-    migrate_text(text, file, *, runtime_name, stock, include_runtime) -> MigrateResult
+    migrate_text(text, file, *, runtime_name, stock, include_runtime, runtime_options) -> MigrateResult
         .text (the manifest, or None), .notices (located notes), .exit_code (0 or 1)
-    convert_job(doc, *, first_line, runtime_name, stock) -> Migrated   one job (ruamel nodes)
+    convert_job(doc, *, first_line, runtime_name, stock, runtime_options) -> Migrated   one job (ruamel nodes)
 
 Where each field goes and why: :mod:`k8sddp.migrate.fields` and docs/migrate.md.
 """

@@ -230,6 +230,19 @@ def _env(job: _Job, container: CommentedMap, path: str, stock: bool) -> Commente
     return env
 
 
+def _flag_nproc(command: list[Any]) -> int | None:
+    """The number a torchrun command's own ``--nproc-per-node`` gives, if any."""
+    start = torchrun_start(command)
+    if start is None:
+        return None
+    for i, arg in enumerate(command[start:], start):
+        for flag in ("--nproc-per-node", "--nproc_per_node"):
+            text = arg[len(flag) + 1:] if arg.startswith(flag + "=") else (command[i + 1] if arg == flag and i + 1 < len(command) else None)
+            if text is not None and str(text).isdigit():
+                return int(text)
+    return None
+
+
 def _nproc(job: _Job, spec: CommentedMap, command: list[Any] | None, wrapped: bool) -> int | None:
     """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``)."""
     if wrapped:
@@ -238,16 +251,15 @@ def _nproc(job: _Job, spec: CommentedMap, command: list[Any] | None, wrapped: bo
     elastic = spec.get("elasticPolicy")
     if value is None and isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None:
         value = elastic.get("nProcPerNode")
+    flag = _flag_nproc(command or [])
     if value is None or str(value) == "auto":
-        start = torchrun_start(command or [])
-        if start is not None and command:
-            for i, arg in enumerate(command[start:], start):
-                for flag in ("--nproc-per-node", "--nproc_per_node"):
-                    text = arg[len(flag) + 1:] if arg.startswith(flag + "=") else (command[i + 1] if arg == flag and i + 1 < len(command) else None)
-                    if text is not None and str(text).isdigit():
-                        return int(text)
-        return None
+        return flag
     if str(value).isdigit():
+        if flag is not None and flag != int(value):
+            job.note(spec, "nprocPerNode", "spec.nprocPerNode",
+                     f"{value}, but the command's --nproc-per-node={flag} wins (an explicit torchrun flag over "
+                     f"PET_NPROC_PER_NODE): numProcPerNode {flag}")
+            return flag
         return int(value)
     if str(value) in ("gpu", "cpu"):
         job.note(spec, "nprocPerNode", "spec.nprocPerNode",
@@ -339,7 +351,8 @@ def _replicas(job: _Job, spec: CommentedMap) -> tuple[CommentedMap, CommentedMap
     return replicas, replicas[main], sum(counts.values())
 
 
-def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, stock: bool = False) -> Migrated:
+def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, stock: bool = False,
+                runtime_options: dict[str, Any] | None = None) -> Migrated:
     """Convert one ``kubeflow.org/v1`` PyTorchJob.
 
     Args:
@@ -348,6 +361,8 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         runtime_name: the shared guarded ClusterTrainingRuntime's name; a job that needs its own
             runtime gets a TrainingRuntime ``<runtime_name>-<job name>`` in its namespace.
         stock: refer to the stock ``torch-distributed`` runtime instead (no runtime written).
+        runtime_options: options of :func:`k8sddp.render.trainer.runtime_context` for the job's
+            own runtime (``artifact_claim``, ``shm_size``, ``max_restarts``, ...).
 
     Raises:
         CannotMigrate: a PyTorchJob without a usable ``pytorch`` container or replica specs, or
@@ -460,7 +475,8 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     runtime = None
     if own:
         kind, ref = "TrainingRuntime", f"{runtime_name}-{name}"
-        runtime = _own_runtime(ref, namespace, container["image"], runtime_node, runtime_pod, runtime_jobset, no_command)
+        runtime = _own_runtime(ref, namespace, container["image"], runtime_node, runtime_pod, runtime_jobset, no_command,
+                               runtime_options or {})
     elif stock:
         kind, ref = "ClusterTrainingRuntime", STOCK_RUNTIME
     else:
@@ -518,13 +534,13 @@ def _patch(container: CommentedMap, pod: CommentedMap, template: CommentedMap) -
 
 
 def _own_runtime(name: str, namespace: Any, image: str, node_extra: dict[str, Any], pod_extra: dict[str, Any],
-                 jobset_extra: dict[str, Any], no_command: bool) -> dict[str, Any]:
+                 jobset_extra: dict[str, Any], no_command: bool, options: dict[str, Any]) -> dict[str, Any]:
     """The guarded runtime of ``k8sddp runtime render`` as a namespaced TrainingRuntime, with what
     only a runtime can carry: the container fields, sidecars and pod fields no patch has, the
     JobSet's TTL; without the runtime's command when the job has none (the image's entrypoint)."""
     from ..render import render_runtime
 
-    runtime = render_runtime(name=name, image=image).objects[0]
+    runtime = render_runtime(**{**options, "name": name, "image": image}).objects[0]
     runtime["kind"] = "TrainingRuntime"
     if isinstance(namespace, str) and namespace:
         runtime["metadata"]["namespace"] = namespace

@@ -85,20 +85,20 @@ def stock_runtime() -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=8)
-def _rendered_runtime(name: str) -> str:
+def _rendered_runtime(name: str, options: tuple[tuple[str, Any], ...]) -> str:
     from ..render import render_runtime
 
-    return json.dumps(render_runtime(name=name).objects[0])
+    return json.dumps(render_runtime(name=name, **dict(options)).objects[0])
 
 
 @functools.lru_cache(maxsize=8)
-def _guarded_runtime_yaml(name: str) -> str:
-    return _dump(_to_rt(_guarded_runtime(name)))
+def _guarded_runtime_yaml(name: str, options: tuple[tuple[str, Any], ...]) -> str:
+    return _dump(_to_rt(_guarded_runtime(name, options)))
 
 
-def _guarded_runtime(name: str) -> dict[str, Any]:
-    """The shared runtime of ``k8sddp runtime render --name NAME`` (rendered and checked once)."""
-    return cast("dict[str, Any]", json.loads(_rendered_runtime(name)))
+def _guarded_runtime(name: str, options: tuple[tuple[str, Any], ...] = ()) -> dict[str, Any]:
+    """The shared runtime of ``k8sddp runtime render --name NAME`` with ``options`` (rendered and checked once)."""
+    return cast("dict[str, Any]", json.loads(_rendered_runtime(name, options)))
 
 
 def _yaml() -> YAML:
@@ -151,7 +151,7 @@ def _passes(mine: list[dict[str, Any]], companions: list[dict[str, Any]], profil
 
 
 def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAULT_RUNTIME, stock: bool = False,
-                 include_runtime: bool = True) -> MigrateResult:
+                 include_runtime: bool = True, runtime_options: dict[str, Any] | None = None) -> MigrateResult:
     """Migrate every ``kubeflow.org/v1`` PyTorchJob of a manifest text.
 
     Args:
@@ -162,6 +162,8 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
         stock: refer to Trainer's stock ``torch-distributed`` runtime (no guards) instead.
         include_runtime: write the shared guarded runtime into the output (once, before the first
             TrainJob); without it the output relies on the one installed in the cluster.
+        runtime_options: options of the guarded runtimes (:func:`k8sddp.render.trainer.runtime_context`:
+            ``artifact_claim``, ``artifact_mount``, ``shm_size``, ``max_restarts``, ``torch_version``).
 
     Returns:
         the result; its ``exit_code`` is 1 when a job could not be migrated, something has no v2
@@ -169,7 +171,9 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
 
     Raises:
         UsageError: the text has no PyTorchJob at all.
+        SpecError: an unusable runtime option (a relative mount path, ``max_restarts`` < 1).
     """
+    options = tuple(sorted((runtime_options or {}).items()))
     loaded: list[tuple[int, str, Any]] = []
     as_read: list[Any] = []  # each document as validate and the API server read it (YAML 1.1, PyYAML)
     for first, chunk in _chunks(text):
@@ -184,7 +188,7 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
     if not any(_is_pytorchjob(data) for _, _, data in loaded):
         raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate")
     others = [d for (_, _, rt), d in zip(loaded, as_read, strict=True) if isinstance(d, dict) and not _is_pytorchjob(rt)]
-    shared = None if stock else _guarded_runtime(runtime_name)
+    shared = None if stock else _guarded_runtime(runtime_name, options)
     pieces: list[str] = []
     notices: list[Notice] = []
     shared_written, failed, jobs = False, False, 0
@@ -199,7 +203,7 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             continue
         strict = not _passes([source], others, "strict")
         try:
-            migrated = convert_job(data, first_line=first, runtime_name=runtime_name, stock=stock)
+            migrated = convert_job(data, first_line=first, runtime_name=runtime_name, stock=stock, runtime_options=dict(options))
         except CannotMigrate as exc:
             notices.append(Notice(name, Note(exc.line, exc.path, f"cannot migrate: {exc.message}", ERROR)))
             failed = True
@@ -211,7 +215,7 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
         if migrated.runtime is not None:
             texts.append(_dump(_to_rt(migrated.runtime)))
         elif shared is not None and include_runtime and not shared_written:
-            texts.append(_guarded_runtime_yaml(runtime_name))
+            texts.append(_guarded_runtime_yaml(runtime_name, options))
             shared_written = True
         body = _dump(migrated.trainjob)
         body += "" if body.endswith("\n") else "\n"

@@ -418,3 +418,22 @@ def test_yaml_is_read_as_the_api_server_reads_it(cli: Any, tmp_path: Path) -> No
     src.write_text(JOB.replace("  namespace: ml\n", "  namespace: ml\n  namespace: other\n"))
     r = cli("migrate", str(src))
     assert r.code == 1 and "in.yaml:7: error: not valid YAML" in r.err and r.out == ""
+
+
+def test_runtime_options_and_nproc(cli: Any, tmp_path: Path) -> None:
+    src = tmp_path / "job.yaml"
+    src.write_text(JOB.replace("spec:\n  runPolicy:", "spec:\n  nprocPerNode: \"4\"\n  runPolicy:", 1)
+                   .replace("[torchrun, train.py]", "[torchrun, --nproc-per-node=2, train.py]"))
+    r = cli("migrate", str(src), "--artifact-claim", "team-artifacts", "--max-restarts", "5", "--shm-size", "1Gi")
+    assert r.code == 0, r.err
+    (job,) = _by_kind(r.out, "TrainJob")
+    assert job["spec"]["trainer"]["numProcPerNode"] == 2 and "--nproc-per-node=2 wins" in r.err
+    (runtime,) = _by_kind(r.out, "ClusterTrainingRuntime")
+    jobset = runtime["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"]["maxRestarts"] == 5
+    volumes = {v["name"]: v for v in jobset["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["artifacts"]["persistentVolumeClaim"]["claimName"] == "team-artifacts"
+    assert volumes["dshm"]["emptyDir"]["sizeLimit"] == "1Gi"
+    assert validate_text(r.out).failing() == []
+    r = cli("migrate", str(src), "--max-restarts", "0")
+    assert r.code == 2
