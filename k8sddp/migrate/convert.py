@@ -248,6 +248,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         job.note(doc, "status", "status", "set by the controller: dropped")
     tspec["trainer"] = trainer
 
+    _volume_clashes(job, pod, f"{base}.spec.volumes")
     patch = _patch(container, pod, template)
     if patch:
         tspec["runtimePatches"] = [CommentedMap([("manager", f.MANAGER), ("trainingRuntimeSpec", patch)])]
@@ -268,6 +269,21 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         kind, ref = "ClusterTrainingRuntime", runtime_name
     tspec["runtimeRef"].update([("apiGroup", TRAINER_GROUP), ("kind", kind), ("name", ref)])
     return Migrated(out, runtime, (kind, ref), job.notes)
+
+
+def _volume_clashes(job: JobNotes, pod: CommentedMap, path: str) -> None:
+    """A job volume named like one of the guarded runtime's (``dshm``, ``artifacts``) but of
+    another source merges into it by name (strategic merge, trainer.md): a volume with two sources,
+    which the API server rejects. Said, as lost (rename the volume)."""
+    from ..render.trainer import runtime_context
+
+    theirs = {v["name"]: set(v) - {"name"} for v in runtime_context()["volumes"]}
+    volumes = pod.get("volumes")
+    for i, volume in enumerate(volumes if isinstance(volumes, list) else []):
+        name = volume.get("name") if isinstance(volume, dict) else None
+        if name in theirs and set(volume) - {"name"} != theirs[name]:
+            job.note(volumes, i, f"{path}[{i}]", f"the guarded runtime has a volume {name} of another kind; the patch merges "
+                     "them by name into one volume with two sources, which the API server rejects: rename it", LOST)
 
 
 def _patch(container: CommentedMap, pod: CommentedMap, template: CommentedMap) -> CommentedMap | None:

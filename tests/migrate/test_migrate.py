@@ -437,3 +437,14 @@ def test_runtime_options_and_nproc(cli: Any, tmp_path: Path) -> None:
     assert validate_text(r.out).failing() == []
     r = cli("migrate", str(src), "--max-restarts", "0")
     assert r.code == 2
+
+
+def test_a_volume_named_like_the_runtimes() -> None:
+    clash = JOB.replace("            - name: data\n              persistentVolumeClaim: {claimName: data}", "            - name: artifacts\n              emptyDir: {}")
+    result = migrate_text(clash.replace("volumeMounts: [{name: data,", "volumeMounts: [{name: artifacts,"))
+    assert [n.note.path for n in result.notices if n.note.level == "lost"] == ["spec.pytorchReplicaSpecs.Master.template.spec.volumes[0]"]
+    shm = JOB.replace("            - name: data\n              persistentVolumeClaim: {claimName: data}",
+                      "            - name: dshm\n              emptyDir: {medium: Memory, sizeLimit: 1Gi}")
+    result = migrate_text(shm.replace("volumeMounts: [{name: data, mountPath: /data}]", "volumeMounts: [{name: dshm, mountPath: /dev/shm}]"))
+    assert result.exit_code == 0  # the same kind: merged on purpose (the job's /dev/shm size wins)
+    assert result.text is not None and validate_text(result.text).failing() == []
