@@ -140,6 +140,15 @@ def _dump(node: Any) -> str:
     return out.getvalue()
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _comment(text: str) -> str:
+    """``text`` as one YAML comment line: no line break (or other control character) from a value
+    of the input can end the comment and add YAML of its own."""
+    return "# " + _CONTROL.sub(" ", text) + "\n"
+
+
 def _is_pytorchjob(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") == "PyTorchJob"
 
@@ -223,8 +232,8 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
         for problem in _passes([yaml.safe_load(body)], [*others, plain(runtime)], profile):
             job_notes.append(Notice(name, Note(None, "", f"the TrainJob fails validate ({profile}): {problem}", LOST)))
         lost = [n for n in job_notes if n.note.level == LOST]
-        header = f"# Migrated by `k8sddp migrate` from the PyTorchJob {name} (kubeflow.org/v1).\n"
-        header += "".join(f"# k8sddp migrate: lost: {n.note.path}: {n.note.message}\n" for n in lost)
+        header = _comment(f"Migrated by `k8sddp migrate` from the PyTorchJob {name} (kubeflow.org/v1).")
+        header += "".join(_comment(f"k8sddp migrate: lost: {n.note.path}: {n.note.message}") for n in lost)
         texts.append(header + body)
         if pieces and not pieces[-1].endswith("\n"):
             pieces[-1] += "\n"

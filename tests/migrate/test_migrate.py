@@ -448,3 +448,13 @@ def test_a_volume_named_like_the_runtimes() -> None:
     result = migrate_text(shm.replace("volumeMounts: [{name: data, mountPath: /data}]", "volumeMounts: [{name: dshm, mountPath: /dev/shm}]"))
     assert result.exit_code == 0  # the same kind: merged on purpose (the job's /dev/shm size wins)
     assert result.text is not None and validate_text(result.text).failing() == []
+
+
+def test_values_in_comments_cannot_add_yaml() -> None:
+    """The lost notes are written as comments; a value with line breaks stays inside its comment."""
+    text = JOB.replace("    activeDeadlineSeconds: 3600  # one hour\n",
+                       '    activeDeadlineSeconds: 3600\n    cleanPodPolicy: "All\\nkind: Secret\\u2028x"\n')
+    result = migrate_text(text)
+    assert result.text is not None and result.exit_code == 1
+    assert [o["kind"] for o in _objects(result.text)] == ["ClusterTrainingRuntime", "TrainJob"]
+    assert "\nkind: Secret" not in result.text
