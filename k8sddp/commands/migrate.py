@@ -44,7 +44,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("file", metavar="FILE", help="manifest file, or - for standard input")
     p.add_argument("--out", metavar="FILE", help="write to FILE atomically instead of standard output")
-    p.add_argument("--runtime-name", type=runtime_name, default=DEFAULT_RUNTIME,
+    p.add_argument("--runtime-name", metavar="NAME", type=runtime_name, default=DEFAULT_RUNTIME,
                    help=f"the guarded ClusterTrainingRuntime the TrainJobs refer to (default {DEFAULT_RUNTIME}); a job "
                    "that needs its own runtime gets the TrainingRuntime NAME-JOB")
     p.add_argument("--runtime", choices=("guarded", "stock"), default="guarded",
@@ -53,10 +53,10 @@ def register(sub: Any) -> None:
                    "for a job that needs its own runtime)")
     p.add_argument("--no-runtime", action="store_true",
                    help="leave the shared guarded runtime out of the output (it is installed in the cluster already)")
-    p.add_argument("--artifact-claim", default=RUNTIME_ARTIFACT_CLAIM,
+    p.add_argument("--artifact-claim", metavar="CLAIM", default=RUNTIME_ARTIFACT_CLAIM,
                    help=f"the guarded runtimes' artifact PersistentVolumeClaim (default {RUNTIME_ARTIFACT_CLAIM}, as `runtime render`)")
-    p.add_argument("--shm-size", default=DEFAULTS["shmSize"], help=f"their /dev/shm sizeLimit (default {DEFAULTS['shmSize']})")
-    p.add_argument("--max-restarts", type=positive_int, default=DEFAULT_MAX_RESTARTS,
+    p.add_argument("--shm-size", metavar="SIZE", default=DEFAULTS["shmSize"], help=f"their /dev/shm sizeLimit (default {DEFAULTS['shmSize']})")
+    p.add_argument("--max-restarts", metavar="N", type=positive_int, default=DEFAULT_MAX_RESTARTS,
                    help=f"their JobSet restarts for retryable failures (default {DEFAULT_MAX_RESTARTS})")
     p.add_argument("-q", "--quiet", action="store_true", help="print only lost and error notes")
     p.set_defaults(handler=run)
