@@ -23,6 +23,7 @@ from .errors import K8sddpError
 COMMAND_MODULES: tuple[str, ...] = (
     "render",
     "runtime",
+    "migrate",
     "validate",
     "fix",
     "kustomize",

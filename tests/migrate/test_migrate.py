@@ -1,0 +1,460 @@
+"""k8sddp migrate: real Kubeflow examples, k8sddp's own manifests and minimal reductions; the output
+is checked with validate (in-process and the CLI) and against the v2.3.0 CRD structure schemas."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from k8sddp.migrate import STOCK_RUNTIME, migrate_text, stock_runtime
+from k8sddp.migrate.fields import PATCH_CONTAINER_FIELDS, PATCH_POD_FIELDS
+from k8sddp.render import load_spec, render_spec, to_yaml
+from k8sddp.validate import validate_objects, validate_text
+
+from ..conftest import REPO
+
+EXAMPLE = REPO / "examples" / "unguarded-pytorchjob.yaml"
+
+JOB = """\
+# Team header: keep me
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: tiny  # the job's name
+  namespace: ml
+spec:
+  runPolicy:
+    activeDeadlineSeconds: 3600  # one hour
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: ExitCode
+      template:
+        metadata:
+          labels: {team: vision}
+        spec:
+          nodeSelector: {pool: gpu}
+          tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
+          containers:
+            - name: pytorch
+              image: registry.example.com/tiny:1.0
+              command: [torchrun, train.py]  # entry point
+              env:
+                # the NCCL knobs
+                - name: NCCL_DEBUG  # debug level
+                  value: WARN
+                - name: MASTER_ADDR
+                  value: tiny-master-0
+                - name: PET_NNODES
+                  value: "2"
+              resources:
+                limits: {nvidia.com/gpu: 1}
+              volumeMounts: [{name: data, mountPath: /data}]
+          volumes:
+            - name: data
+              persistentVolumeClaim: {claimName: data}
+    Worker:
+      replicas: 1
+      restartPolicy: ExitCode
+      template:
+        metadata:
+          labels: {team: vision}
+        spec:
+          nodeSelector: {pool: gpu}
+          tolerations: [{key: gpu, operator: Exists, effect: NoSchedule}]
+          containers:
+            - name: pytorch
+              image: registry.example.com/tiny:1.0
+              command: [torchrun, train.py]
+              env:
+                - name: NCCL_DEBUG
+                  value: WARN
+                - name: MASTER_ADDR
+                  value: tiny-master-0
+                - name: PET_NNODES
+                  value: "2"
+              resources:
+                limits: {nvidia.com/gpu: 1}
+              volumeMounts: [{name: data, mountPath: /data}]
+          volumes:
+            - name: data
+              persistentVolumeClaim: {claimName: data}
+"""
+
+
+def _schema(name: str) -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads((REPO / "schemas" / name).read_text()))
+
+
+def _objects(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d is not None]
+
+
+def _by_kind(text: str, kind: str) -> list[dict[str, Any]]:
+    return [o for o in _objects(text) if o.get("kind") == kind]
+
+
+def _check_crds(text: str) -> None:
+    """Every TrainJob and runtime of ``text`` matches the v2.3.0 CRD structure schemas."""
+    for obj in _objects(text):
+        name = {"TrainJob": "trainjob.structure.json", "ClusterTrainingRuntime": "trainingruntime.structure.json",
+                "TrainingRuntime": "trainingruntime.structure.json"}.get(obj["kind"])
+        if name:
+            assert [e.message for e in _schema(name).iter_errors(obj)] == [], obj["kind"]
+
+
+def test_minimal_job_fields_comments_and_notes() -> None:
+    result = migrate_text(JOB, "job.yaml")
+    assert result.exit_code == 0 and result.jobs == 1
+    text = result.text
+    assert text is not None
+    (job,) = _by_kind(text, "TrainJob")
+    (runtime,) = _by_kind(text, "ClusterTrainingRuntime")
+    assert job["metadata"] == {"name": "tiny", "namespace": "ml"}
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": "k8sddp-torch"}
+    assert runtime["metadata"]["name"] == "k8sddp-torch"
+    assert job["spec"]["activeDeadlineSeconds"] == 3600
+    trainer = job["spec"]["trainer"]
+    assert trainer["image"] == "registry.example.com/tiny:1.0"
+    assert trainer["command"] == ["torchrun", "train.py"]
+    assert trainer["numNodes"] == 2 and "numProcPerNode" not in trainer  # v2's default: auto
+    assert trainer["env"] == [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "PYTHONUNBUFFERED", "value": "1"}]
+    assert trainer["resourcesPerNode"] == {"limits": {"nvidia.com/gpu": 1}}
+    (patch,) = job["spec"]["runtimePatches"]
+    assert patch["manager"] == "k8sddp.dev/migrate"
+    (rjob,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod = rjob["template"]["spec"]["template"]
+    assert pod["metadata"] == {"labels": {"team": "vision"}}
+    assert pod["spec"]["containers"] == [{"name": "node", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]
+    assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert pod["spec"]["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+    # Comments move with their values.
+    for comment in ("# Team header: keep me", "# the job's name", "# one hour", "# entry point", "# the NCCL knobs", "# debug level"):
+        assert comment in text, comment
+    # Notes: located, the operator's variables dropped.
+    lines = [n.format("job.yaml") for n in result.notices]
+    assert any(line.startswith("job.yaml:28: info: PyTorchJob tiny:") and "MASTER_ADDR dropped" in line for line in lines), lines
+    assert any("PET_NNODES dropped" in line and "KDP133" in line for line in lines)
+    assert any("numNodes 2" in line for line in lines)
+    # validate: baseline with the runtime of the same output, and the CRDs.
+    assert validate_text(text, file="out.yaml").failing() == []
+    _check_crds(text)
+
+
+def test_the_repos_rendered_pytorchjob_stays_strict() -> None:
+    """k8sddp's own PyTorchJob render passes strict, so its migration must too."""
+    (pj,) = render_spec(load_spec(str(REPO / "examples" / "ddpjob.yaml"))).objects
+    source = to_yaml([pj])
+    assert validate_text(source, profile="strict").failing() == []
+    result = migrate_text(source, "pj.yaml")
+    assert result.text is not None
+    assert validate_text(result.text, profile="strict").failing() == []
+    _check_crds(result.text)
+    (job,) = _by_kind(result.text, "TrainJob")
+    command = job["spec"]["trainer"]["command"]
+    assert not any("$(MASTER_ADDR)" in a or "$(MASTER_PORT)" in a for a in command)  # unset in v2
+    assert job["spec"]["trainer"]["numProcPerNode"] == 2
+    assert job["spec"]["trainer"]["numNodes"] == pj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] + 1
+    # cleanPodPolicy Running has no v2 setting: said, and exit 1.
+    assert result.exit_code == 1
+    assert [n.note.path for n in result.notices if n.note.level == "lost"] == ["spec.runPolicy.cleanPodPolicy"]
+    assert "# k8sddp migrate: lost: spec.runPolicy.cleanPodPolicy" in result.text
+
+
+def test_repo_example(cli: Any, tmp_path: Path) -> None:
+    out = tmp_path / "trainjob.yaml"
+    r = cli("migrate", str(EXAMPLE), "--out", str(out))
+    assert r.code == 0 and r.out == ""
+    assert "info: PyTorchJob resnet-ddp" in r.err
+    v = cli("validate", str(out))
+    assert v.code == 0, v.out
+    (job,) = _by_kind(out.read_text(), "TrainJob")
+    assert job["spec"]["trainer"]["numNodes"] == 4 and job["spec"]["trainer"]["numProcPerNode"] == 8
+    assert "# A PyTorchJob as many teams write it" in out.read_text()
+
+
+def _reference_jobs() -> list[Path]:
+    folder = REPO.parent / "shared" / "reference" / "kubeflow" / "examples"
+    return sorted(p for p in folder.glob("*.yaml") if "kind: PyTorchJob" in p.read_text()) if folder.is_dir() else []
+
+
+@pytest.mark.parametrize("path", _reference_jobs(), ids=lambda p: p.name)
+def test_kubeflow_examples(path: Path, cli: Any, tmp_path: Path) -> None:
+    source = _by_kind(path.read_text(), "PyTorchJob")
+    result = migrate_text(path.read_text(), path.name)
+    assert result.text is not None, [n.format(path.name) for n in result.notices]
+    assert validate_text(result.text).failing() == []
+    _check_crds(result.text)
+    jobs = _by_kind(result.text, "TrainJob")
+    assert [j["metadata"]["name"] for j in jobs] == [s["metadata"]["name"] for s in source]
+    for job, pj in zip(jobs, source, strict=True):
+        specs = pj["spec"]["pytorchReplicaSpecs"]
+        assert job["spec"]["trainer"]["numNodes"] == sum(r.get("replicas", 1) for r in specs.values())
+        main = specs.get("Master") or specs["Worker"]
+        (container,) = [c for c in main["template"]["spec"]["containers"] if c["name"] == "pytorch"]
+        assert job["spec"]["trainer"]["image"] == container["image"]
+        names = [e["name"] for e in job["spec"]["trainer"]["env"]]
+        assert not {"PET_NNODES", "PET_NODE_RANK", "MASTER_ADDR"} & set(names)
+    lost = {n.note.path.rsplit(".", 1)[-1] for n in result.notices if n.note.level == "lost"}
+    # What the examples lose: elasticity, an entrypoint that expects the v1 operator's variables.
+    assert lost <= {"elasticPolicy", "command"}
+    assert result.exit_code == (1 if lost else 0)
+    if "elasticPolicy" in path.read_text():
+        assert "elasticPolicy" in lost
+    out = tmp_path / "out.yaml"
+    r = cli("migrate", str(path), "--out", str(out))
+    assert r.code == result.exit_code and out.read_text() == result.text
+    assert cli("validate", str(out)).code == 0
+
+
+def test_python_command_is_started_by_torchrun() -> None:
+    text = JOB.replace("command: [torchrun, train.py]  # entry point", "command: [python3, -u, train.py]")
+    text = text.replace("command: [torchrun, train.py]", "command: [python3, -u, train.py]")
+    result = migrate_text(text)
+    assert result.text is not None and result.exit_code == 0
+    (job,) = _by_kind(result.text, "TrainJob")
+    assert job["spec"]["trainer"]["command"] == ["torchrun", "--no-python", "python3", "-u", "train.py"]
+    assert job["spec"]["trainer"]["numProcPerNode"] == 1
+
+
+def test_what_only_a_runtime_can_carry() -> None:
+    text = JOB.replace("          containers:\n            - name: pytorch\n",
+                       "          hostNetwork: true\n          priorityClassName: high\n          containers:\n"
+                       "            - name: sidecar\n              image: busybox:1.36\n"
+                       "            - name: pytorch\n              envFrom: [{configMapRef: {name: cfg}}]\n", 1)
+    result = migrate_text(text, "job.yaml")
+    assert result.text is not None
+    (runtime,) = _by_kind(result.text, "TrainingRuntime")
+    assert not _by_kind(result.text, "ClusterTrainingRuntime")
+    assert runtime["metadata"]["name"] == "k8sddp-torch-tiny" and runtime["metadata"]["namespace"] == "ml"
+    pod = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["priorityClassName"] == "high"
+    assert [c["name"] for c in pod["containers"]] == ["node", "sidecar"]
+    assert pod["containers"][0]["envFrom"] == [{"configMapRef": {"name": "cfg"}}]
+    assert pod["restartPolicy"] == "Never"  # the guarded runtime's failure policy stays
+    (job,) = _by_kind(result.text, "TrainJob")
+    assert job["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "TrainingRuntime", "name": "k8sddp-torch-tiny"}
+    # The Worker's template differs now: said as lost.
+    assert any(n.note.path == "spec.pytorchReplicaSpecs.Worker.template" and n.note.level == "lost" for n in result.notices)
+    cfg = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: ml}\ndata: {A: b}\n"
+    assert validate_text(cfg + "---\n" + result.text).failing() == []
+    _check_crds(result.text)
+    # The runtime comes before the TrainJob that refers to it (kubectl apply order).
+    kinds = [o["kind"] for o in _objects(result.text)]
+    assert kinds == ["TrainingRuntime", "TrainJob"]
+
+
+def test_no_command_keeps_the_entrypoint_and_says_so() -> None:
+    text = JOB.replace("              command: [torchrun, train.py]  # entry point\n", "              args: [--lr, '0.1']\n")
+    text = text.replace("              command: [torchrun, train.py]\n", "              args: [--lr, '0.1']\n")
+    result = migrate_text(text)
+    assert result.text is not None and result.exit_code == 1
+    (runtime,) = _by_kind(result.text, "TrainingRuntime")
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    assert "command" not in node
+    (job,) = _by_kind(result.text, "TrainJob")
+    assert job["spec"]["trainer"]["args"] == ["--lr", "0.1"] and "command" not in job["spec"]["trainer"]
+
+
+def test_multi_document_passes_other_objects_through() -> None:
+    other = "# the service, exactly\napiVersion: v1\nkind: Service\nmetadata:   {name: svc}   # odd spacing\nspec: {ports: [{port: 80}]}\n"
+    second = JOB.replace("name: tiny  # the job's name", "name: tiny2")
+    text = other + "---\n" + JOB + "---\n" + second
+    result = migrate_text(text)
+    assert result.text is not None and result.jobs == 2
+    assert result.text.startswith(other)
+    kinds = [o["kind"] for o in _objects(result.text)]
+    assert kinds == ["Service", "ClusterTrainingRuntime", "TrainJob", "TrainJob"]  # the shared runtime once
+    assert validate_text(result.text).failing() == []
+
+
+def test_elastic_and_scheduling_are_lost() -> None:
+    text = JOB.replace("  runPolicy:\n", "  elasticPolicy: {minReplicas: 1, maxReplicas: 3}\n  runPolicy:\n"
+                       "    schedulingPolicy: {minAvailable: 2}\n    ttlSecondsAfterFinished: 600\n")
+    result = migrate_text(text)
+    assert result.exit_code == 1 and result.text is not None
+    lost = {n.note.path for n in result.notices if n.note.level == "lost"}
+    assert lost == {"spec.elasticPolicy", "spec.runPolicy.schedulingPolicy"}
+    (runtime,) = _by_kind(result.text, "TrainingRuntime")  # the TTL needs the job's own runtime
+    assert runtime["spec"]["template"]["spec"]["ttlSecondsAfterFinished"] == 600
+    assert "# k8sddp migrate: lost: spec.elasticPolicy" in result.text
+
+
+def test_stock_runtime(cli: Any, tmp_path: Path, reference: Path) -> None:
+    src = tmp_path / "job.yaml"
+    src.write_text(JOB)
+    out = tmp_path / "out.yaml"
+    r = cli("migrate", str(src), "--runtime", "stock", "--out", str(out))
+    assert r.code == 1  # ExitCode has no equivalent in the stock runtime
+    (job,) = _by_kind(out.read_text(), "TrainJob")
+    assert job["spec"]["runtimeRef"]["name"] == STOCK_RUNTIME
+    assert not _by_kind(out.read_text(), "ClusterTrainingRuntime")
+    names = {e["name"] for e in job["spec"]["trainer"]["env"]}
+    assert {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "PYTHONFAULTHANDLER"} <= names
+    stock = reference / "kubeflow-trainer" / "runtimes" / "torch_distributed.yaml"
+    assert yaml.safe_load(stock.read_text()) == stock_runtime()
+    # The TrainJob passes with the stock runtime beside it; the stock runtime itself has no guards.
+    report = validate_objects([yaml.safe_load(stock.read_text()), job])
+    assert report.failing() and all(f.document == 0 for f in report.failing())
+    # A job that needs its own runtime cannot use the stock one.
+    src.write_text(JOB.replace("          containers:\n", "          hostNetwork: true\n          containers:\n", 1))
+    r = cli("migrate", str(src), "--runtime", "stock", "--out", str(out))
+    assert r.code == 1 and "cannot migrate" in r.err and "nothing written" in r.err
+
+
+def test_runtime_name_and_no_runtime(cli: Any, tmp_path: Path) -> None:
+    src = tmp_path / "job.yaml"
+    src.write_text(JOB)
+    r = cli("migrate", str(src), "--runtime-name", "team-torch")
+    assert r.code == 0
+    (job,) = _by_kind(r.out, "TrainJob")
+    (runtime,) = _by_kind(r.out, "ClusterTrainingRuntime")
+    assert job["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"] == "team-torch"
+    r = cli("migrate", str(src), "--runtime-name", "Team_Torch")
+    assert r.code == 2 and "not a Kubernetes object name" in r.err
+    r = cli("migrate", str(src), "--runtime", "stock", "--no-runtime")
+    assert r.code == 2 and "--no-runtime" in r.err
+    r = cli("migrate", str(src), "--no-runtime", "-q")
+    assert r.code == 0 and r.err == ""
+    assert [o["kind"] for o in _objects(r.out)] == ["TrainJob"]
+    assert {f.rule_id for f in validate_text(r.out).failing()} == {"KDP230"}  # unverifiable alone, as documented
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "message"),
+    [
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", 2, "no PyTorchJob"),
+        ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x\nspec: {}\n", 1, ":4: error: not valid YAML"),
+        (JOB.replace("name: pytorch", "name: trainer"), 1, "has no container named pytorch"),
+        (JOB.replace("    Master:\n      replicas: 1\n", "    Master:\n      replicas: 2\n"), 1, "spec.pytorchReplicaSpecs.Master.replicas: cannot migrate: must be 1"),
+        (JOB.replace("    Worker:\n", "    Chief:\n"), 1, "only Master and Worker"),
+        (JOB.replace("apiVersion: kubeflow.org/v1", "apiVersion: kubeflow.org/v2"), 1, "only kubeflow.org/v1"),
+    ],
+    ids=["not-a-pytorchjob", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version"],
+)
+def test_bad_input(text: str, code: int, message: str, cli: Any, tmp_path: Path) -> None:
+    src = tmp_path / "in.yaml"
+    src.write_text(text)
+    out = tmp_path / "out.yaml"
+    r = cli("migrate", str(src), "--out", str(out))
+    assert r.code == code and message in r.err, r.err
+    assert not out.exists() and "Traceback" not in r.err
+
+
+def test_unreadable_input(cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    r = cli("migrate", str(tmp_path / "missing.yaml"))
+    assert r.code == 2 and "missing.yaml: cannot read" in r.err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"  \n")))
+    r = cli("migrate", "-")
+    assert r.code == 2 and "nothing on standard input" in r.err
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(JOB.encode())))
+    r = cli("migrate", "-")
+    assert r.code == 0 and "<stdin>:28: info" in r.err
+    r = cli("migrate", str(EXAMPLE), "--out", str(tmp_path / "no" / "such" / "dir.yaml"))
+    assert r.code == 2 and "cannot write" in r.err
+
+
+def test_patch_field_tables_match_the_crd(reference: Path) -> None:
+    crd = yaml.safe_load((reference / "kubeflow-trainer" / "trainer.kubeflow.org_trainjobs.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    rjob = spec["runtimePatches"]["items"]["properties"]["trainingRuntimeSpec"]["properties"]["template"]["properties"]["spec"]["properties"]["replicatedJobs"]["items"]
+    pod = rjob["properties"]["template"]["properties"]["spec"]["properties"]["template"]["properties"]["spec"]["properties"]
+    assert set(pod) == {*PATCH_POD_FIELDS, "containers", "initContainers"}
+    assert set(pod["containers"]["items"]["properties"]) == set(PATCH_CONTAINER_FIELDS)
+    assert "podTemplateOverrides" not in spec  # removed in v2.2 (KDP132): nothing goes there
+
+
+ODD_VALUES = (None, "x", [1], {}, True)
+ODD_PATHS = (
+    ("metadata",), ("metadata", "name"), ("spec",), ("spec", "runPolicy"), ("spec", "pytorchReplicaSpecs"),
+    ("spec", "pytorchReplicaSpecs", "Master"), ("spec", "pytorchReplicaSpecs", "Master", "replicas"),
+    ("spec", "pytorchReplicaSpecs", "Master", "template"), ("spec", "pytorchReplicaSpecs", "Master", "template", "spec"),
+    ("spec", "pytorchReplicaSpecs", "Master", "template", "spec", "containers"),
+    ("spec", "pytorchReplicaSpecs", "Master", "template", "spec", "containers", 0),
+    ("spec", "pytorchReplicaSpecs", "Master", "template", "spec", "containers", 0, "command"),
+    ("spec", "pytorchReplicaSpecs", "Master", "template", "spec", "containers", 0, "env"),
+    ("spec", "pytorchReplicaSpecs", "Master", "template", "spec", "containers", 0, "env", 0),
+    ("spec", "pytorchReplicaSpecs", "Master", "template", "metadata"),
+)
+
+
+@pytest.mark.parametrize("path", ODD_PATHS, ids=lambda p: ".".join(map(str, p)))
+def test_odd_values_never_crash(path: tuple[Any, ...], cli: Any, tmp_path: Path) -> None:
+    """Any value in a structural place: exit 0, 1 or 2 with a message, never a traceback; what is
+    written passes baseline validate unless migrate said it does not (a lost note)."""
+    for value in ODD_VALUES:
+        data = yaml.safe_load(JOB)
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        src = tmp_path / "in.yaml"
+        src.write_text(yaml.safe_dump(data))
+        r = cli("migrate", str(src))
+        assert r.code in (0, 1, 2) and "Traceback" not in r.err and r.err, (path, value)
+        if r.out and "fails validate" not in r.err:
+            assert validate_text(r.out).failing() == [], (path, value)
+
+
+def test_yaml_is_read_as_the_api_server_reads_it(cli: Any, tmp_path: Path) -> None:
+    """An env value `yes` is a boolean in YAML 1.1 (the API server; NOTES.md): kept as written, and
+    the TrainJob's check says so, as validate does for the PyTorchJob; 0644 stays 0644."""
+    src = tmp_path / "in.yaml"
+    src.write_text(JOB.replace("value: WARN", "value: yes").replace(
+        "persistentVolumeClaim: {claimName: data}", "configMap: {name: c, defaultMode: 0644}"))
+    r = cli("migrate", str(src))
+    assert r.code == 1 and "value: yes" in r.out and "defaultMode: 0644" in r.out
+    assert "fails validate (baseline)" in r.err
+    # Structure, both times: the PyTorchJob's schema (KDP101) and the TrainJob's (KDP130).
+    assert "KDP101" in {f.rule_id for f in validate_text(src.read_text()).failing()}
+    assert "KDP130" in {f.rule_id for f in validate_text(r.out).failing()}
+    src.write_text(JOB.replace("  namespace: ml\n", "  namespace: ml\n  namespace: other\n"))
+    r = cli("migrate", str(src))
+    assert r.code == 1 and "in.yaml:7: error: not valid YAML" in r.err and r.out == ""
+
+
+def test_runtime_options_and_nproc(cli: Any, tmp_path: Path) -> None:
+    src = tmp_path / "job.yaml"
+    src.write_text(JOB.replace("spec:\n  runPolicy:", "spec:\n  nprocPerNode: \"4\"\n  runPolicy:", 1)
+                   .replace("[torchrun, train.py]", "[torchrun, --nproc-per-node=2, train.py]"))
+    r = cli("migrate", str(src), "--artifact-claim", "team-artifacts", "--max-restarts", "5", "--shm-size", "1Gi")
+    assert r.code == 0, r.err
+    (job,) = _by_kind(r.out, "TrainJob")
+    assert job["spec"]["trainer"]["numProcPerNode"] == 2 and "--nproc-per-node=2 wins" in r.err
+    (runtime,) = _by_kind(r.out, "ClusterTrainingRuntime")
+    jobset = runtime["spec"]["template"]["spec"]
+    assert jobset["failurePolicy"]["maxRestarts"] == 5
+    volumes = {v["name"]: v for v in jobset["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["artifacts"]["persistentVolumeClaim"]["claimName"] == "team-artifacts"
+    assert volumes["dshm"]["emptyDir"]["sizeLimit"] == "1Gi"
+    assert validate_text(r.out).failing() == []
+    r = cli("migrate", str(src), "--max-restarts", "0")
+    assert r.code == 2
+
+
+def test_a_volume_named_like_the_runtimes() -> None:
+    clash = JOB.replace("            - name: data\n              persistentVolumeClaim: {claimName: data}", "            - name: artifacts\n              emptyDir: {}")
+    result = migrate_text(clash.replace("volumeMounts: [{name: data,", "volumeMounts: [{name: artifacts,"))
+    assert [n.note.path for n in result.notices if n.note.level == "lost"] == ["spec.pytorchReplicaSpecs.Master.template.spec.volumes[0]"]
+    shm = JOB.replace("            - name: data\n              persistentVolumeClaim: {claimName: data}",
+                      "            - name: dshm\n              emptyDir: {medium: Memory, sizeLimit: 1Gi}")
+    result = migrate_text(shm.replace("volumeMounts: [{name: data, mountPath: /data}]", "volumeMounts: [{name: dshm, mountPath: /dev/shm}]"))
+    assert result.exit_code == 0  # the same kind: merged on purpose (the job's /dev/shm size wins)
+    assert result.text is not None and validate_text(result.text).failing() == []
+
+
+def test_values_in_comments_cannot_add_yaml() -> None:
+    """The lost notes are written as comments; a value with line breaks stays inside its comment."""
+    text = JOB.replace("    activeDeadlineSeconds: 3600  # one hour\n",
+                       '    activeDeadlineSeconds: 3600\n    cleanPodPolicy: "All\\nkind: Secret\\u2028x"\n')
+    result = migrate_text(text)
+    assert result.text is not None and result.exit_code == 1
+    assert [o["kind"] for o in _objects(result.text)] == ["ClusterTrainingRuntime", "TrainJob"]
+    assert "\nkind: Secret" not in result.text
