@@ -14,7 +14,7 @@ from ..runtime.autoguard import torchrun_start
 from . import fields as f
 from .notes import LOST, JobNotes
 
-__all__ = ["V1_PORT_NAME", "drop_v1_only", "trainer_command", "trainer_env", "num_proc_per_node"]
+__all__ = ["V1_PORT_NAME", "drop_v1_only", "num_proc_per_node", "trainer_command", "trainer_env"]
 
 #: ``$(NAME)`` of a variable the v1 operator sets (kubelet dependent-variable syntax).
 _OPERATOR_REF = re.compile(r"\$\((" + "|".join(f.OPERATOR_ENV) + r")\)")

@@ -20,7 +20,7 @@ from . import fields as f
 from .container import drop_v1_only, num_proc_per_node, trainer_command, trainer_env
 from .notes import INFO, LOST, CannotMigrate, JobNotes, Note, plain, put
 
-__all__ = ["INFO", "LOST", "STOCK_RUNTIME", "CannotMigrate", "Migrated", "Note", "convert_job", "plain"]
+__all__ = ["CannotMigrate", "INFO", "LOST", "Migrated", "Note", "STOCK_RUNTIME", "convert_job", "plain"]
 
 #: The stock ClusterTrainingRuntime of Trainer v2.3.0 (manifests/base/runtimes/torch_distributed.yaml):
 #: no guards, no /dev/shm, no failure policy.
