@@ -458,3 +458,15 @@ def test_values_in_comments_cannot_add_yaml() -> None:
     assert result.text is not None and result.exit_code == 1
     assert [o["kind"] for o in _objects(result.text)] == ["ClusterTrainingRuntime", "TrainJob"]
     assert "\nkind: Secret" not in result.text
+
+
+def test_generate_name() -> None:
+    text = JOB.replace("  name: tiny  # the job's name\n", "  generateName: tiny-\n").replace(
+        "          containers:\n", "          hostNetwork: true\n          containers:\n")
+    result = migrate_text(text)
+    assert result.text is not None
+    (job,) = _by_kind(result.text, "TrainJob")
+    (runtime,) = _by_kind(result.text, "TrainingRuntime")
+    assert job["metadata"]["generateName"] == "tiny-" and runtime["metadata"]["name"] == "k8sddp-torch-tiny"
+    assert job["spec"]["runtimeRef"]["name"] == "k8sddp-torch-tiny"
+    assert validate_text(result.text).failing() == []
