@@ -143,6 +143,7 @@ def test_minimal_job_fields_comments_and_notes() -> None:
     assert any(line.startswith("job.yaml:28: info: PyTorchJob tiny:") and "MASTER_ADDR dropped" in line for line in lines), lines
     assert any("PET_NNODES dropped" in line and "KDP133" in line for line in lines)
     assert any("numNodes 2" in line for line in lines)
+    assert any("PersistentVolumeClaim k8sddp-artifacts" in line and "exist in ml" in line for line in lines)
     # validate: baseline with the runtime of the same output, and the CRDs.
     assert validate_text(text, file="out.yaml").failing() == []
     _check_crds(text)
