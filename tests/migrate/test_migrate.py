@@ -471,3 +471,11 @@ def test_generate_name() -> None:
     assert job["metadata"]["generateName"] == "tiny-" and runtime["metadata"]["name"] == "k8sddp-torch-tiny"
     assert job["spec"]["runtimeRef"]["name"] == "k8sddp-torch-tiny"
     assert validate_text(result.text).failing() == []
+
+
+@pytest.mark.parametrize("command", ["[bash, -c, 'torchrun train.py']", "[python, -m, torch.distributed.launch, train.py]"])
+def test_launchers_migrate_cannot_read_are_kept(command: str) -> None:
+    result = migrate_text(JOB.replace("[torchrun, train.py]", command))
+    assert result.text is not None and result.exit_code == 1
+    (job,) = _by_kind(result.text, "TrainJob")
+    assert job["spec"]["trainer"]["command"] == yaml.safe_load(command)  # not wrapped in a second torchrun
