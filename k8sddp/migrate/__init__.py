@@ -12,4 +12,14 @@ Where each field goes and why: :mod:`k8sddp.migrate.fields` and docs/migrate.md.
 from .convert import STOCK_RUNTIME, CannotMigrate, Migrated, Note, convert_job
 from .document import MigrateResult, Notice, migrate_text, stock_runtime
 
-__all__ = ["STOCK_RUNTIME", "CannotMigrate", "MigrateResult", "Migrated", "Note", "Notice", "convert_job", "migrate_text", "stock_runtime"]
+__all__ = [
+    "CannotMigrate",
+    "MigrateResult",
+    "Migrated",
+    "Note",
+    "Notice",
+    "STOCK_RUNTIME",
+    "convert_job",
+    "migrate_text",
+    "stock_runtime",
+]

@@ -14,7 +14,7 @@ from ..runtime.autoguard import torchrun_start
 from . import fields as f
 from .notes import LOST, JobNotes
 
-__all__ = ["V1_PORT_NAME", "drop_v1_only", "trainer_command", "trainer_env", "num_proc_per_node"]
+__all__ = ["V1_PORT_NAME", "drop_v1_only", "num_proc_per_node", "trainer_command", "trainer_env"]
 
 #: ``$(NAME)`` of a variable the v1 operator sets (kubelet dependent-variable syntax).
 _OPERATOR_REF = re.compile(r"\$\((" + "|".join(f.OPERATOR_ENV) + r")\)")
@@ -55,10 +55,11 @@ def trainer_command(job: JobNotes, container: CommentedMap, path: str) -> tuple[
                      "PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR and PET_MASTER_PORT (torchrun reads PET_<FLAG> only as a "
                      "flag's default): remove them", LOST)
         return command, False, False
-    if any("torchrun" in a or "torch.distributed.run" in a for a in command):
+    if any(word in a for a in command for word in ("torchrun", "torch.distributed.run", "torch.distributed.launch")):
         job.note(container, "command", f"{path}.command",
-                 "a shell command that starts torchrun: kept as it is; check it passes no MASTER_ADDR, MASTER_PORT, "
-                 "WORLD_SIZE or RANK (v2 sets only PET_*, which torchrun reads by itself)", LOST)
+                 "starts torchrun (or the deprecated torch.distributed.launch) in a way migrate does not read (a shell "
+                 "command): kept as it is; check it passes no MASTER_ADDR, MASTER_PORT, WORLD_SIZE or RANK (v2 sets "
+                 "only PET_*, which torchrun reads by itself)", LOST)
         return command, False, False
     wrapped = CommentedSeq(["torchrun", "--no-python", *command])
     job.note(container, "command", f"{path}.command",

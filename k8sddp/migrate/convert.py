@@ -20,7 +20,7 @@ from . import fields as f
 from .container import drop_v1_only, num_proc_per_node, trainer_command, trainer_env
 from .notes import INFO, LOST, CannotMigrate, JobNotes, Note, plain, put
 
-__all__ = ["INFO", "LOST", "STOCK_RUNTIME", "CannotMigrate", "Migrated", "Note", "convert_job", "plain"]
+__all__ = ["CannotMigrate", "INFO", "LOST", "Migrated", "Note", "STOCK_RUNTIME", "convert_job", "plain"]
 
 #: The stock ClusterTrainingRuntime of Trainer v2.3.0 (manifests/base/runtimes/torch_distributed.yaml):
 #: no guards, no /dev/shm, no failure policy.
@@ -156,9 +156,10 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     job = JobNotes(first_line)
     metadata = _mapping(job, doc, "metadata", "metadata")
     spec = _mapping(job, doc, "spec", "spec")
-    name = metadata.get("name")
-    if not isinstance(name, str) or not name:
-        raise job.fail(metadata, "name" if "name" in metadata else None, "metadata.name", "the job has no name")
+    name = metadata.get("name") or metadata.get("generateName")  # kubectl create keeps generateName
+    if not isinstance(name, str) or not name.strip("-"):
+        raise job.fail(metadata, "name" if "name" in metadata else None, "metadata.name", "the job has neither a name nor a generateName")
+    name = name.rstrip("-")
     replicas, main, num_nodes = _replicas(job, spec)
     rtype = "Master" if main is replicas.get("Master") else "Worker"
     base = f"spec.pytorchReplicaSpecs.{rtype}.template"

@@ -21,7 +21,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from ..errors import UsageError
-from ..render.trainer import DEFAULT_RUNTIME
+from ..render.trainer import DEFAULT_RUNTIME, RUNTIME_ARTIFACT_CLAIM
 from ..schemagen_trainer import TRAINER_GROUP
 from ..validate import validate_objects
 from .convert import INFO, LOST, STOCK_RUNTIME, CannotMigrate, Note, convert_job, plain
@@ -219,6 +219,12 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             continue
         jobs += 1
         job_notes = [Notice(name, n) for n in migrated.notes]
+        if not stock:
+            claim = dict(options).get("artifact_claim", RUNTIME_ARTIFACT_CLAIM)
+            where = data["metadata"].get("namespace") or "the job's namespace"
+            job_notes.append(Notice(name, Note(None, "", f"the guarded runtime {migrated.runtime_ref[1]} adds a memory-backed "
+                                               f"/dev/shm and mounts the PersistentVolumeClaim {claim} (artifacts: traces, "
+                                               f"flight-recorder dumps): it must exist in {where} (--artifact-claim)")))
         texts: list[str] = []
         runtime = migrated.runtime or (stock_runtime() if stock else shared)
         if migrated.runtime is not None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-__all__ = ["INFO", "LOST", "CannotMigrate", "JobNotes", "Note", "plain", "put"]
+__all__ = ["CannotMigrate", "INFO", "JobNotes", "LOST", "Note", "plain", "put"]
 
 INFO, LOST = "info", "lost"
 

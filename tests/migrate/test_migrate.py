@@ -143,6 +143,7 @@ def test_minimal_job_fields_comments_and_notes() -> None:
     assert any(line.startswith("job.yaml:28: info: PyTorchJob tiny:") and "MASTER_ADDR dropped" in line for line in lines), lines
     assert any("PET_NNODES dropped" in line and "KDP133" in line for line in lines)
     assert any("numNodes 2" in line for line in lines)
+    assert any("PersistentVolumeClaim k8sddp-artifacts" in line and "exist in ml" in line for line in lines)
     # validate: baseline with the runtime of the same output, and the CRDs.
     assert validate_text(text, file="out.yaml").failing() == []
     _check_crds(text)
@@ -458,3 +459,23 @@ def test_values_in_comments_cannot_add_yaml() -> None:
     assert result.text is not None and result.exit_code == 1
     assert [o["kind"] for o in _objects(result.text)] == ["ClusterTrainingRuntime", "TrainJob"]
     assert "\nkind: Secret" not in result.text
+
+
+def test_generate_name() -> None:
+    text = JOB.replace("  name: tiny  # the job's name\n", "  generateName: tiny-\n").replace(
+        "          containers:\n", "          hostNetwork: true\n          containers:\n")
+    result = migrate_text(text)
+    assert result.text is not None
+    (job,) = _by_kind(result.text, "TrainJob")
+    (runtime,) = _by_kind(result.text, "TrainingRuntime")
+    assert job["metadata"]["generateName"] == "tiny-" and runtime["metadata"]["name"] == "k8sddp-torch-tiny"
+    assert job["spec"]["runtimeRef"]["name"] == "k8sddp-torch-tiny"
+    assert validate_text(result.text).failing() == []
+
+
+@pytest.mark.parametrize("command", ["[bash, -c, 'torchrun train.py']", "[python, -m, torch.distributed.launch, train.py]"])
+def test_launchers_migrate_cannot_read_are_kept(command: str) -> None:
+    result = migrate_text(JOB.replace("[torchrun, train.py]", command))
+    assert result.text is not None and result.exit_code == 1
+    (job,) = _by_kind(result.text, "TrainJob")
+    assert job["spec"]["trainer"]["command"] == yaml.safe_load(command)  # not wrapped in a second torchrun
