@@ -88,7 +88,12 @@ def run(args: argparse.Namespace) -> int:
     """Migrate, write the output, print the notes; return the exit code."""
     from ..atomic import write_text_atomic
     from ..errors import UsageError
-    from ..migrate import migrate_text
+    try:
+        from ..migrate import migrate_text
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "ruamel":
+            raise
+        raise UsageError("k8sddp migrate needs ruamel.yaml (round-trip YAML, to keep comments): pip install 'k8sddp[migrate]'") from exc
     from ..migrate.convert import INFO
     from ..migrate.document import ERROR
 

@@ -13,12 +13,14 @@ import jsonschema
 import pytest
 import yaml
 
-from k8sddp.migrate import STOCK_RUNTIME, migrate_text, stock_runtime
-from k8sddp.migrate.fields import PATCH_CONTAINER_FIELDS, PATCH_POD_FIELDS
-from k8sddp.render import load_spec, render_spec, to_yaml
-from k8sddp.validate import validate_objects, validate_text
+pytest.importorskip("ruamel.yaml")
 
-from ..conftest import REPO
+from k8sddp.migrate import STOCK_RUNTIME, migrate_text, stock_runtime  # noqa: E402
+from k8sddp.migrate.fields import PATCH_CONTAINER_FIELDS, PATCH_POD_FIELDS  # noqa: E402
+from k8sddp.render import load_spec, render_spec, to_yaml  # noqa: E402
+from k8sddp.validate import validate_objects, validate_text  # noqa: E402
+
+from ..conftest import REPO  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "unguarded-pytorchjob.yaml"
 
