@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from decimal import ROUND_CEILING
 from collections.abc import Mapping
+from decimal import ROUND_CEILING
 from typing import Any
 
 from ..bounds import quantity_value

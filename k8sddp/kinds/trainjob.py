@@ -77,6 +77,14 @@ class TrainJobKind(Kind):
         container=NODE,
     )
 
+    def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
+        """The runtime of ``spec.runtimeRef`` (a ``TrainingRuntime`` in the TrainJob's namespace, a
+        ``ClusterTrainingRuntime`` cluster-wide); none for another group or kind (KDP136) or no name."""
+        group, kind, name = runtime_key(obj)
+        if group != TRAINER_GROUP or kind not in ("TrainingRuntime", "ClusterTrainingRuntime") or not name:
+            return []
+        return [(group, kind, namespace if kind == "TrainingRuntime" else None, name)]
+
     def check_api_version(self, obj: Mapping[str, Any]) -> RawFinding | None:
         """KDP130 for a version of ``trainer.kubeflow.org`` that is not served."""
         wrong = super().check_api_version(obj)
@@ -189,17 +197,17 @@ class TrainJobKind(Kind):
         resolved = self._resolved(obj, ctx)
         ref_path = ("spec", "runtimeRef") if isinstance(get(obj, "spec", "runtimeRef"), MAPPING) else ("spec",)
         if resolved.runtime is None:
-            _, kind, name = runtime_key(obj)
+            group, kind, name = runtime_key(obj)
             if not name:
                 return []  # (layer 1: runtimeRef.name is required)
-            return [
-                RawFinding(
-                    "KDP230",
-                    ref_path,
-                    f"{resolved.where} is not in the input{ctx.objects.elsewhere(ctx.namespace, name) if kind == 'TrainingRuntime' else ''}: the trainer container's guards cannot be verified; "
-                    "add the runtime's manifest to the input (or validate against the cluster)",
-                )
-            ]
+            searched = ctx.objects.searched(group, kind, ctx.namespace if kind == "TrainingRuntime" else None, name)
+            if searched:
+                where = f"{resolved.where} is in neither the input nor {searched}"
+                fix = "install the runtime, or add its manifest to the input"
+            else:
+                where = f"{resolved.where} is not in the input{ctx.objects.elsewhere(ctx.namespace, name) if kind == 'TrainingRuntime' else ''}"
+                fix = "add the runtime's manifest to the input (or validate against the cluster: validate --cluster)"
+            return [RawFinding("KDP230", ref_path, f"{where}: the trainer container's guards cannot be verified; {fix}")]
         findings: list[RawFinding] = []
         if resolved.container is not None:
             env = effective_env(resolved.container, ctx.namespace, ctx.objects)
