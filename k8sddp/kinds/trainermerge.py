@@ -42,9 +42,11 @@ from ..validate.objindex import ObjectIndex
 __all__ = [
     "ANCESTOR_LABEL",
     "ANCESTOR_TRAINER",
+    "JOB_COMPLETION_INDEX",
     "NODE",
     "Resolved",
     "TRAINER_PORT",
+    "job_controller_env",
     "node_container",
     "resolve",
     "runtime_key",
@@ -58,6 +60,9 @@ ANCESTOR_TRAINER = "trainer"
 NODE = "node"
 #: constants.ContainerTrainerPort: PET_MASTER_PORT.
 TRAINER_PORT = 29500
+#: The variable the Job controller adds to the pods of an Indexed Job, and where it reads it from.
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+COMPLETION_INDEX_LABEL_FIELD = "metadata.labels['batch.kubernetes.io/job-completion-index']"
 #: constants.TorchTuneEntrypoint: a trainer command that gets no PET_MASTER_* (torch.go).
 TORCHTUNE_ENTRYPOINT = ("tune", "run")
 #: Job completion index, the value of PET_NODE_RANK (constants.JobCompletionIndexFieldPath).
@@ -252,6 +257,20 @@ def _apply_trainer(container: Mapping[str, Any], trainer: Mapping[str, Any], pet
             out[key] = trainer[key]
     out["env"] = upsert_env(env, as_list(trainer.get("env")))
     return out
+
+
+def job_controller_env(container: Mapping[str, Any], job_spec: Any) -> dict[str, Any]:
+    """``container`` as the pods of its Job run it: an Indexed Job's pods get
+    ``JOB_COMPLETION_INDEX`` (a field reference to the pod's completion-index label) appended to
+    every container that does not set it (kubernetes pkg/controller/job/indexed_job_utils.go
+    ``addCompletionIndexEnvVariable``). A JobSet's Jobs are Indexed unless the template says
+    ``completionMode: NonIndexed`` (the JobSet webhook's default)."""
+    mode = get(job_spec, "completionMode")
+    env = as_list(container.get("env"))
+    if mode not in (None, "Indexed") or any(isinstance(e, MAPPING) and e.get("name") == JOB_COMPLETION_INDEX for e in env):
+        return dict(container)
+    index = {"name": JOB_COMPLETION_INDEX, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_LABEL_FIELD}}}
+    return {**container, "env": [*env, index]}
 
 
 def resolve(trainjob: Mapping[str, Any], objects: ObjectIndex, namespace: str | None) -> Resolved:

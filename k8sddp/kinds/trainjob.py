@@ -28,7 +28,7 @@ from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
 from .registry import register
-from .trainermerge import NODE, Resolved, resolve, runtime_key
+from .trainermerge import NODE, Resolved, job_controller_env, resolve, runtime_key
 from .trainerpolicy import describe, failure_policy_problems
 from .trainingruntime import guard_findings, short, structure_message
 
@@ -128,8 +128,17 @@ class TrainJobKind(Kind):
 
     def effective_env(self, obj: Mapping[str, Any], view: PodTemplateView, ctx: CheckContext) -> dict[str, EnvValue]:
         """The kubelet's resolution of the effective ``node`` container (runtime env and envFrom,
-        ``spec.trainer.env`` over them, the ``PET_*`` variables)."""
-        return effective_env(view.container, ctx.namespace, ctx.objects) if view.container is not None else {}
+        ``spec.trainer.env`` over them, the ``PET_*`` variables), with ``JOB_COMPLETION_INDEX``
+        that the Job controller adds to the pods of an Indexed Job (:func:`.trainermerge.job_controller_env`)."""
+        if view.container is None:
+            return {}
+        resolved = self._resolved(obj, ctx)
+        container = view.container
+        if resolved.runtime is not None and resolved.job_index is not None:
+            rjobs = as_list(get(resolved.runtime, "spec", "template", "spec", "replicatedJobs"))
+            job_spec = get(rjobs[resolved.job_index], "template", "spec") if resolved.job_index < len(rjobs) else None
+            container = job_controller_env(container, job_spec)
+        return effective_env(container, ctx.namespace, ctx.objects)
 
     def check(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
         """The API version, the structure, the checks against the runtime, the guardrails."""
