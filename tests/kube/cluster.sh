@@ -11,15 +11,20 @@
 # COMPONENTS): etcd (go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes pins),
 # kube-apiserver and kube-controller-manager (job, garbage-collector, namespace, serviceaccount,
 # serviceaccount-token controllers) and kubectl from k8s.io/kubernetes, the Kubeflow training
-# operator v1.9 (PyTorchJob only) with its own validating webhook; helm and kubeconform are
-# built for the chart tests and the validate benchmark. There is no kubelet and no scheduler:
-# pods stay Pending until a test patches their status subresource as a kubelet would.
+# operator v1.9 (PyTorchJob only) with its own validating webhook, JobSet v0.12.0
+# (jobset-controller: the JobSet CRD, its mutating and validating webhooks for JobSets and their
+# pods) and the Kubeflow Trainer v2.3.0 controller manager (trainer-controller-manager: the
+# TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs and webhooks; no runtime installed);
+# helm and kubeconform are built for the chart tests and the validate benchmark. Every webhook
+# is registered by URL on 127.0.0.1. There is no kubelet and no scheduler: pods stay Pending
+# until a test patches their status subresource as a kubelet would.
 #
 # Environment: K8SDDP_KUBE_CACHE (default ~/.cache/k8sddp-kube: Go module cache, build cache,
 # bin/, logs/), K8SDDP_KUBE_STATE (default $K8SDDP_KUBE_CACHE/run: certificates, kubeconfig,
 # etcd data, pid files, component logs, the audit log), K8SDDP_REFERENCE (the shared reference
 # folder with kubeflow/kubeflow.org_pytorchjobs.yaml; default ../shared/reference next to the
-# repository, then /work/shared/reference).
+# repository, then /work/shared/reference; jobset/ and kubeflow-trainer/ hold the JobSet and
+# Trainer CRDs).
 # Exit codes: 0 ok, 2 usage, 3 a build or a component failed (its log is named).
 set -euo pipefail
 

@@ -193,7 +193,9 @@ def test_retryable_exit_restarts_the_jobset_and_a_final_one_fails_the_trainjob(k
     name, nodes = guarded
     first = _attempt_pods(kube, namespace, name, 0, nodes)
     _terminate(kube, namespace, first[0]["metadata"]["name"], 142)
-    kube.wait_until("JobSet restart 1", lambda: (_jobset(kube, namespace, name) or {}).get("status", {}).get("restarts") == 1, timeout=90)
+    restarted = kube.wait_until("JobSet restart 1", lambda: (lambda j: j if (j or {}).get("status", {}).get("restarts") == 1 else None)(
+        _jobset(kube, namespace, name)), timeout=90)
+    assert _conditions(restarted)["RestartingJobSet"]["reason"] == "DefaultFailurePolicy"  # no rule matched: RestartJobSet
     second = _attempt_pods(kube, namespace, name, 1, nodes)
     assert not {p["metadata"]["uid"] for p in second} & {p["metadata"]["uid"] for p in first}  # every pod anew
     assert "Failed" not in _conditions(kube.get("trainjob", name, namespace))
@@ -205,7 +207,7 @@ def test_retryable_exit_restarts_the_jobset_and_a_final_one_fails_the_trainjob(k
     assert _conditions(jobset)["Failed"]["reason"] == "FailJobSetFailurePolicyAction"
     job = kube.get("job", f"{name}-{NODE}-0", namespace)
     assert _conditions(job)["Failed"]["reason"] == "PodFailurePolicy"
-    assert "FailJobSet" in _conditions(trainjob)["Failed"]["message"]
+    assert _conditions(trainjob)["Failed"]["reason"] == "FailJobSetFailurePolicyAction"
 
 
 def test_retryable_exits_past_max_restarts_fail_the_trainjob(kube: Kube, namespace: str, guarded: Any) -> None:
