@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -236,19 +237,23 @@ def test_a_disrupted_pod_is_replaced_without_a_restart(kube: Kube, namespace: st
 
 # -- the runtime read from the API server -----------------------------------------------------------
 def _reader(kube: Kube, namespace: str, tmp_path: Path, *, grant: bool) -> str:
-    """A kubeconfig of a service account with the webhook chart's read grants (``get`` on
-    configmaps and both runtime kinds: charts/k8sddp-webhook/templates/rbac.yaml) or none."""
-    sa = f"reader-{uuid.uuid4().hex[:6]}"
-    kube.kubectl("create", "serviceaccount", sa, "-n", namespace)
-    if grant:
-        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": sa},
-                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]},
-                          {"apiGroups": ["trainer.kubeflow.org"], "resources": ["clustertrainingruntimes", "trainingruntimes"], "verbs": ["get"]}]}
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": sa},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa},
-                   "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]}
-        kube.apply(role, binding)
-    return kube.token_kubeconfig(tmp_path, namespace, sa)
+    """A kubeconfig (bound token) of the webhook chart's service account with the chart's own RBAC
+    (``helm template charts/k8sddp-webhook``: ``get`` on configmaps and on both runtime kinds,
+    templates/rbac.yaml), or of a service account without any grant."""
+    release = f"rd-{uuid.uuid4().hex[:6]}"
+    if not grant:
+        kube.kubectl("create", "serviceaccount", release, "-n", namespace)
+        return kube.token_kubeconfig(tmp_path, namespace, release)
+    helm = kube.bin / "helm"
+    if not helm.is_file():
+        pytest.skip(f"helm not built in {kube.bin}")
+    out = subprocess.run([str(helm), "template", release, str(REPO / "charts" / "k8sddp-webhook"), "-n", namespace],
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    wanted = [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding")]
+    assert {d["kind"] for d in wanted} == {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    kube.apply(*wanted)
+    account = next(d["metadata"]["name"] for d in wanted if d["kind"] == "ServiceAccount")
+    return kube.token_kubeconfig(tmp_path, namespace, account)
 
 
 def _review(job: dict[str, Any], namespace: str) -> bytes:
@@ -314,6 +319,9 @@ def test_validate_cluster_reads_the_runtime(kube: Kube, namespace: str, tmp_path
         path.write_text(yaml.safe_dump(job))
         res = k(cli, kube, "validate", "--cluster", str(path))
         assert res.code == 1 and "ClusterTrainingRuntime 'absent' is in neither the input nor the cluster" in res.out, res.out
+        # the real Trainer webhook agrees that such a TrainJob cannot run: it refuses it
+        denied = kube.kubectl("apply", "--server-side", "-f", str(path), check=False)
+        assert denied.returncode != 0 and '"absent" not found' in denied.stderr, denied.stderr
         # a namespaced runtime, read in the job's namespace
         namespaced = copy.deepcopy(runtime)
         namespaced["kind"] = "TrainingRuntime"
