@@ -214,7 +214,7 @@ class TrainJobKind(Kind):
                 where = f"{resolved.where} is in neither the input nor {searched}"
                 fix = "install the runtime, or add its manifest to the input"
             else:
-                where = f"{resolved.where} is not in the input{ctx.objects.elsewhere(ctx.namespace, name) if kind == 'TrainingRuntime' else ''}"
+                where = f"{resolved.where} is not in the input{ctx.objects.elsewhere_object(group, kind, ctx.namespace, name) if kind == 'TrainingRuntime' else ''}"
                 fix = "add the runtime's manifest to the input (or validate against the cluster: validate --cluster)"
             return [RawFinding("KDP230", ref_path, f"{where}: the trainer container's guards cannot be verified; {fix}")]
         findings: list[RawFinding] = []

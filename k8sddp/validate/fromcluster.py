@@ -86,8 +86,8 @@ def _namespace(obj: Mapping[str, Any], default: str) -> str:
 
 
 def missing_objects(objs: Iterable[Any], index: ObjectIndex, namespace: str) -> list[tuple[str, str, str | None, str]]:
-    """``(group, kind, namespace, name)`` of the referenced objects that neither ``objs``' index
-    ``index`` holds nor is listed twice; ``namespace``: where objects without one are applied."""
+    """``(group, kind, namespace, name)`` of the objects that the workloads in ``objs`` refer to
+    and ``index`` lacks, each once; ``namespace``: where objects without one are applied."""
     out: list[tuple[str, str, str | None, str]] = []
     for obj in objs:
         for kind, workload in _workloads(obj):
@@ -151,7 +151,7 @@ def resolve_from_cluster(reader: ReferenceReader, objs: list[Any], index: Object
     where = f"the cluster at {reader.server}"
     read: list[str] = []
     for group, kind, ns, name in missing_objects(objs, index, namespace):
-        model = kinds.lookup(f"{group}/", kind)
+        model = next((k for k in kinds.kinds() if (k.group, k.kind) == (group, kind)), None)
         if model is None:
             continue  # (a reference to a kind k8sddp does not know: nothing to check it with)
         got = reader.read_object(group, model.status.version, model.status.plural, name, namespace=ns)

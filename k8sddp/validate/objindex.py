@@ -82,3 +82,14 @@ class ObjectIndex(ConfigMapIndex):
         if namespace is None and (group, kind, None, name) not in self._searched:
             namespace = self.default_namespace
         return self._searched.get((group, kind, namespace, name), "")
+
+    def elsewhere_object(self, group: str, kind: str, namespace: str | None, name: str) -> str:
+        """For a message: ``" (the input has it in namespace 'b')"`` when a namespaced object
+        ``name`` of ``group``/``kind`` is held only in other namespaces (a TrainJob reads a
+        ``TrainingRuntime`` of its own namespace only)."""
+        if not isinstance(namespace, str) or not namespace:
+            namespace = self.default_namespace
+        others = sorted(str(ns) for (g, k, ns, n) in self._objects if (g, k, n) == (group, kind, name) and ns != namespace and ns is not None)
+        if not others:
+            return ""
+        return f" (the input has it in namespace {', '.join(repr(o) for o in others)}; a TrainJob reads its own namespace's only)"

@@ -143,3 +143,16 @@ def test_an_unreachable_cluster_is_exit_3(cli: Any, tmp_path: Path) -> None:
         url = server.url
     res = cli("validate", "--cluster", "--kubeconfig", _kubeconfig(tmp_path, url), _write(tmp_path, _job()))
     assert res.code == 3, res.out + res.err
+
+
+def test_a_training_runtime_of_another_namespace_in_the_input_is_named(cli: Any, tmp_path: Path) -> None:
+    runtime = copy.deepcopy(render_runtime().objects[0])
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"]["namespace"] = "team-b"
+    job = _job()
+    job["metadata"]["namespace"] = "team-a"
+    job["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "k8sddp-torch", "namespace": "team-c"}}
+    res = cli("validate", _write(tmp_path, runtime, cm, job))
+    assert res.code == 1 and "KDP230" in res.out
+    assert "the input has it in namespace 'team-b'" in res.out and "team-c" not in res.out, res.out
