@@ -11,18 +11,25 @@
   the TrainJob does not fail; exit 1-127 fails the Job with reason ``PodFailurePolicy``, the JobSet
   with ``FailJobSet`` and the TrainJob with condition ``Failed``; a ``DisruptionTarget`` pod is
   replaced without a restart; retryable exits past ``maxRestarts`` fail it;
-- k8sddp's admission decider and ``validate --cluster`` read the runtime from the real API server
-  (a ClusterTrainingRuntime, or a TrainingRuntime in the job's namespace, admitted by the real
-  Trainer webhook), with the RBAC the webhook chart grants.
+- k8sddp's webhook reads a TrainJob's runtime from the real API server: in-process (the admission
+  decider with its KubeLookup) and on the whole path (kubectl -> API server ->
+  ``k8sddp webhook serve`` -> a GET of the runtime), as the webhook chart's service account with
+  the chart's RBAC; ``validate --cluster`` does the same (a ClusterTrainingRuntime, or a
+  TrainingRuntime in the job's namespace, each admitted by the real Trainer webhook).
 
 No kubelet runs: the test writes a pod's status subresource as a kubelet would.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import os
+import socket
 import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,7 @@ from k8sddp.render import load_spec, render_runtime, render_spec
 from k8sddp.validate import validate_objects
 from k8sddp.validate.engine import new_index
 
+from ..admission.helpers import make_cert, review
 from ..conftest import REFERENCE, REPO
 from .conftest import Kube, k
 
@@ -257,8 +265,6 @@ def _reader(kube: Kube, namespace: str, tmp_path: Path, *, grant: bool) -> str:
 
 
 def _review(job: dict[str, Any], namespace: str) -> bytes:
-    from ..admission.helpers import review
-
     return json.dumps(review(job, namespace=namespace, kind=("trainer.kubeflow.org", "v1alpha1", "TrainJob"))).encode()
 
 
@@ -302,6 +308,69 @@ def test_the_webhook_reads_the_runtime_from_the_api_server(kube: Kube, namespace
         assert any("403" in w for w in verdict.warnings), verdict.warnings
     finally:
         kube.kubectl("delete", "clustertrainingruntime", rname, "--wait=false", check=False)
+
+
+def test_the_api_server_calls_the_webhook_which_reads_the_runtime(kube: Kube, namespace: str, tmp_path: Path) -> None:
+    """The whole path: kubectl -> API server -> `k8sddp webhook serve` (a ValidatingWebhookConfiguration
+    for trainjobs, this test's namespace only) -> a GET of the runtime as the chart's service account."""
+    rname = f"k8sddp-{uuid.uuid4().hex[:6]}"
+    guarded = _runtime(rname)
+    weak = copy.deepcopy(guarded)
+    weak["metadata"]["name"] = f"{rname}-weak"
+    node = weak["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    node["env"] = [e for e in node["env"] if e["name"] != "PYTHONFAULTHANDLER"]
+    kube.apply(guarded, weak)
+    cert, key = make_cert(tmp_path, common_name="127.0.0.1")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = (tmp_path / "webhook.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "k8sddp", "webhook", "serve", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key),
+         "--address", "127.0.0.1", "--port", str(port), "--kubeconfig", _reader(kube, namespace, tmp_path, grant=True),
+         "--lookup-cache-seconds", "0", "--shutdown-delay", "0"],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
+    vwc = f"k8sddp-trainer-{namespace}"
+    try:
+        def listening() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        kube.wait_until("the webhook to listen", listening, timeout=30)
+        kube.kubectl("label", "namespace", namespace, f"k8sddp-test/trainer-webhook={namespace}")
+        kube.apply({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": vwc},
+            "webhooks": [{
+                "name": f"{vwc}.k8sddp.dev", "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+                "timeoutSeconds": 5, "clientConfig": {"url": f"https://127.0.0.1:{port}/validate", "caBundle": base64.b64encode(cert.read_bytes()).decode()},
+                "namespaceSelector": {"matchLabels": {"k8sddp-test/trainer-webhook": namespace}},
+                "rules": [{"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "operations": ["CREATE", "UPDATE"], "resources": ["trainjobs"]}],
+            }],
+        })
+        weak_job = _trainjob("weak", namespace, f"{rname}-weak")
+        weak_job["spec"]["trainer"]["env"] = [e for e in weak_job["spec"]["trainer"]["env"] if e["name"] != "PYTHONFAULTHANDLER"]
+        # the configuration takes a moment to reach the API server's webhook cache: retry until it denies
+        end = time.monotonic() + 30
+        while True:
+            res = kube.kubectl("create", "-f", "-", input=yaml.safe_dump(weak_job), check=False)
+            if res.returncode != 0 or time.monotonic() > end:
+                break
+            kube.kubectl("delete", "trainjob", "weak", "-n", namespace, "--wait=true", check=False)
+            time.sleep(0.5)
+        assert res.returncode != 0 and f'admission webhook "{vwc}.k8sddp.dev" denied the request' in res.stderr, res.stderr
+        assert "KDP202" in res.stderr and f"ClusterTrainingRuntime '{rname}-weak'" in res.stderr, res.stderr
+        res = kube.kubectl("create", "-f", "-", input=yaml.safe_dump(_trainjob("good", namespace, rname)), check=False)
+        assert res.returncode == 0, res.stderr
+        kube.wait_until("the Trainer's JobSet for the admitted TrainJob", lambda: _jobset(kube, namespace, "good"), timeout=60)
+    finally:
+        kube.kubectl("delete", "validatingwebhookconfiguration", vwc, check=False)
+        kube.kubectl("delete", "clustertrainingruntime", rname, f"{rname}-weak", "--wait=false", check=False)
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
 
 
 def test_validate_cluster_reads_the_runtime(kube: Kube, namespace: str, tmp_path: Path, cli: Any) -> None:
