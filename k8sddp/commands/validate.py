@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate and print the report; return the exit code."""
-    from ..errors import UsageError
+    from ..errors import ClusterError, UsageError
     from ..findings import Severity
     from ..reporters import REPORTERS
     from ..validate import load_config, validate_paths
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         report = validate_paths(args.paths, profile=profile, config=config, jobs=args.jobs, cluster=cluster,
                                 namespace=cluster.namespace if cluster is not None else None)
-    except UsageError as exc:
+    except (UsageError, ClusterError) as exc:
         if args.fmt == "sarif":
             # A SARIF consumer must see a failed analysis, not an empty (or clean) one.
             from ..reporters.sarif import render_failed

@@ -143,6 +143,9 @@ def test_an_unreachable_cluster_is_exit_3(cli: Any, tmp_path: Path) -> None:
         url = server.url
     res = cli("validate", "--cluster", "--kubeconfig", _kubeconfig(tmp_path, url), _write(tmp_path, _job()))
     assert res.code == 3, res.out + res.err
+    # a SARIF consumer sees a failed analysis, not an empty one
+    res = cli("validate", "--cluster", "--format", "sarif", "--kubeconfig", _kubeconfig(tmp_path, url), _write(tmp_path, _job()))
+    assert res.code == 3 and '"executionSuccessful": false' in res.out, res.out
 
 
 def test_a_training_runtime_of_another_namespace_in_the_input_is_named(cli: Any, tmp_path: Path) -> None:
