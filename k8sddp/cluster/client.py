@@ -499,6 +499,26 @@ class Cluster:
         data.setdefault("kind", "ConfigMap")
         return data
 
+    def read_object(self, group: str, version: str, plural: str, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
+        """GET a custom object (read-only): ``namespace`` ``None`` for a cluster-scoped resource
+        (``clustertrainingruntimes``); ``None`` when it, or its resource, does not exist.
+
+        Raises:
+            ClusterError: forbidden, unreachable.
+        """
+        call = Call("get", f"{plural}.{group}", namespace or "", name, self.server)
+        if namespace is None:
+            fn = lambda _a: self.custom.get_cluster_custom_object(group, version, plural, name, _request_timeout=30)  # noqa: E731
+        else:
+            fn = lambda _a: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name, _request_timeout=30)  # noqa: E731
+        try:
+            result: dict[str, Any] = self._call(call, fn)
+        except ClusterError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return result
+
 
 def _prepare_for_create(body: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of ``body`` with a concrete name and a fresh submission id.

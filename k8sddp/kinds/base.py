@@ -194,6 +194,13 @@ class Kind(abc.ABC):
         expected = " or ".join(repr(a) for a in self.api_versions)
         return RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for {self.kind}; expected {expected}")
 
+    def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
+        """The objects of :attr:`references` kinds that ``obj`` names: ``(group, kind, namespace,
+        name)``, namespace ``None`` for a cluster-scoped kind. ``namespace`` is ``obj``'s own, else
+        the one it is applied to. ``validate --cluster`` reads those the input lacks from the API
+        server (:mod:`k8sddp.validate.fromcluster`). Default: none."""
+        return []
+
     @abc.abstractmethod
     def check_structure(self, obj: Mapping[str, Any]) -> list[RawFinding]:
         """Layer 1: the kind's CRD structure schema and the controller's admission rules (KDP1xx)."""

@@ -31,8 +31,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping
+from decimal import ROUND_CEILING
 from typing import Any
 
+from ..bounds import quantity_value
 from ..schemagen_trainer import TRAINER_GROUP
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.objindex import ObjectIndex
@@ -40,9 +42,11 @@ from ..validate.objindex import ObjectIndex
 __all__ = [
     "ANCESTOR_LABEL",
     "ANCESTOR_TRAINER",
+    "JOB_COMPLETION_INDEX",
     "NODE",
     "Resolved",
     "TRAINER_PORT",
+    "job_controller_env",
     "node_container",
     "resolve",
     "runtime_key",
@@ -56,6 +60,11 @@ ANCESTOR_TRAINER = "trainer"
 NODE = "node"
 #: constants.ContainerTrainerPort: PET_MASTER_PORT.
 TRAINER_PORT = 29500
+#: The variable the Job controller adds to the pods of an Indexed Job, and where it reads it from.
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+COMPLETION_INDEX_LABEL_FIELD = "metadata.labels['batch.kubernetes.io/job-completion-index']"
+#: constants.TorchTuneEntrypoint: a trainer command that gets no PET_MASTER_* (torch.go).
+TORCHTUNE_ENTRYPOINT = ("tune", "run")
 #: Job completion index, the value of PET_NODE_RANK (constants.JobCompletionIndexFieldPath).
 COMPLETION_INDEX_FIELD = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
 
@@ -170,20 +179,71 @@ class Resolved:
     torch: bool
 
 
-def _pet_env(trainjob: Mapping[str, Any], runtime: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The PET_* variables of plugins/torch/torch.go ``EnforceMLPolicy`` (PET_NPROC_PER_NODE: the
-    TrainJob's ``numProcPerNode``, else ``auto``; the controller turns ``auto`` without a GPU into the
-    CPU count, which only the scheduler's node knows for sure)."""
+def _quantity_count(value: Any) -> int:
+    """``resource.Quantity.Value()``: the quantity rounded up to a whole number (``500m`` -> 1); 0
+    when it is not a quantity."""
+    q = quantity_value(value)
+    return int(q.to_integral_value(rounding=ROUND_CEILING)) if q is not None else 0
+
+
+def _gpus(resources: Mapping[str, Any]) -> int:
+    """runtime.GetNumGPUPerNode: the requests' first resource whose name contains ``gpu``, else the limits'."""
+    for field in ("requests", "limits"):
+        listed = get(resources, field)
+        for name, value in (listed.items() if isinstance(listed, MAPPING) else ()):
+            if "gpu" in str(name).lower():
+                count = _quantity_count(value)
+                if count:
+                    return count
+                break
+    return 0
+
+
+def _cpus(resources: Mapping[str, Any]) -> int:
+    """torch.go getNumCPUPerNode: the CPU request, else the CPU limit (rounded up), else 0."""
+    request = _quantity_count(get(resources, "requests", "cpu"))
+    return request if request else _quantity_count(get(resources, "limits", "cpu"))
+
+
+def _nproc_per_node(trainer: Mapping[str, Any], runtime_container: Mapping[str, Any] | None) -> str:
+    """``PET_NPROC_PER_NODE`` as plugins/torch/torch.go ``EnforceMLPolicy`` sets it: the TrainJob's
+    ``numProcPerNode``; else ``auto`` with GPUs in the resources per node (torchrun then counts the
+    node's GPUs), and without GPUs the CPU count of those resources (at least 1). The resources are
+    ``spec.trainer.resourcesPerNode`` when set (whole, not merged), else the runtime ``node``
+    container's (runtime.ExtractResourcePerNodeFromRuntime)."""
+    nproc = trainer.get("numProcPerNode")
+    if isinstance(nproc, int) and not isinstance(nproc, bool):
+        return str(nproc)
+    resources = trainer.get("resourcesPerNode")
+    if not isinstance(resources, MAPPING):
+        resources = get(runtime_container, "resources")
+        resources = resources if isinstance(resources, MAPPING) else {}
+    if _gpus(resources):
+        return "auto"
+    return str(max(1, _cpus(resources)))
+
+
+def _pet_env(trainjob: Mapping[str, Any], runtime: Mapping[str, Any] | None, runtime_container: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The PET_* variables of plugins/torch/torch.go ``EnforceMLPolicy`` (v2.3.0): PET_NNODES (the
+    TrainJob's ``numNodes``, else the runtime's ``mlPolicy.numNodes``, else 1), PET_NPROC_PER_NODE
+    (:func:`_nproc_per_node`), PET_NODE_RANK (the Job completion index), and PET_MASTER_ADDR /
+    PET_MASTER_PORT except for a torchtune command (``tune run``, which gets its rendezvous as
+    arguments instead). Verified against the real controller by tests/kube/test_trainer.py."""
     name = get(trainjob, "metadata", "name")
-    nodes = get(trainjob, "spec", "trainer", "numNodes") or get(runtime, "spec", "mlPolicy", "numNodes") or 1
-    nproc = get(trainjob, "spec", "trainer", "numProcPerNode")
-    return [
+    trainer = get(trainjob, "spec", "trainer")
+    trainer = trainer if isinstance(trainer, MAPPING) else {}
+    nodes = trainer.get("numNodes") or get(runtime, "spec", "mlPolicy", "numNodes") or 1
+    env: list[dict[str, Any]] = [
         {"name": "PET_NNODES", "value": str(nodes)},
-        {"name": "PET_NPROC_PER_NODE", "value": str(nproc) if nproc is not None else "auto"},
+        {"name": "PET_NPROC_PER_NODE", "value": _nproc_per_node(trainer, runtime_container)},
         {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}},
-        {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
-        {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
     ]
+    if trainer.get("command") != list(TORCHTUNE_ENTRYPOINT):
+        env += [
+            {"name": "PET_MASTER_ADDR", "value": f"{name}-{NODE}-0-0.{name}"},
+            {"name": "PET_MASTER_PORT", "value": str(TRAINER_PORT)},
+        ]
+    return env
 
 
 def _apply_trainer(container: Mapping[str, Any], trainer: Mapping[str, Any], pet: list[dict[str, Any]]) -> dict[str, Any]:
@@ -197,6 +257,20 @@ def _apply_trainer(container: Mapping[str, Any], trainer: Mapping[str, Any], pet
             out[key] = trainer[key]
     out["env"] = upsert_env(env, as_list(trainer.get("env")))
     return out
+
+
+def job_controller_env(container: Mapping[str, Any], job_spec: Any) -> dict[str, Any]:
+    """``container`` as the pods of its Job run it: an Indexed Job's pods get
+    ``JOB_COMPLETION_INDEX`` (a field reference to the pod's completion-index label) appended to
+    every container that does not set it (kubernetes pkg/controller/job/indexed_job_utils.go
+    ``addCompletionIndexEnvVariable``). A JobSet's Jobs are Indexed unless the template says
+    ``completionMode: NonIndexed`` (the JobSet webhook's default)."""
+    mode = get(job_spec, "completionMode")
+    env = as_list(container.get("env"))
+    if mode not in (None, "Indexed") or any(isinstance(e, MAPPING) and e.get("name") == JOB_COMPLETION_INDEX for e in env):
+        return dict(container)
+    index = {"name": JOB_COMPLETION_INDEX, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_LABEL_FIELD}}}
+    return {**container, "env": [*env, index]}
 
 
 def resolve(trainjob: Mapping[str, Any], objects: ObjectIndex, namespace: str | None) -> Resolved:
@@ -228,5 +302,6 @@ def resolve(trainjob: Mapping[str, Any], objects: ObjectIndex, namespace: str | 
     node = node_container(pod)
     if node is None:
         return Resolved(where, runtime, index, pod, None, None, torch)
-    pet = _pet_env(trainjob, runtime) if torch else []
+    # the torch plugin upserts env only when the TrainJob has a spec.trainer (torch.go EnforceMLPolicy)
+    pet = _pet_env(trainjob, runtime, node[1]) if torch and isinstance(get(trainjob, "spec", "trainer"), MAPPING) else []
     return Resolved(where, runtime, index, pod, node[1], _apply_trainer(node[1], trainer, pet), torch)

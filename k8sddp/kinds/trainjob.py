@@ -30,7 +30,7 @@ from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding
 from .base import CheckContext, Kind, PodTemplateView, StatusModel
 from .registry import register
-from .trainermerge import NODE, Resolved, resolve, runtime_key
+from .trainermerge import NODE, Resolved, job_controller_env, resolve, runtime_key
 from .trainerpolicy import describe, failure_policy_problems
 from .trainingruntime import guard_findings, short, structure_message
 
@@ -79,6 +79,14 @@ class TrainJobKind(Kind):
         container=NODE,
     )
 
+    def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
+        """The runtime of ``spec.runtimeRef`` (a ``TrainingRuntime`` in the TrainJob's namespace, a
+        ``ClusterTrainingRuntime`` cluster-wide); none for another group or kind (KDP136) or no name."""
+        group, kind, name = runtime_key(obj)
+        if group != TRAINER_GROUP or kind not in ("TrainingRuntime", "ClusterTrainingRuntime") or not name:
+            return []
+        return [(group, kind, namespace if kind == "TrainingRuntime" else None, name)]
+
     def check_api_version(self, obj: Mapping[str, Any]) -> RawFinding | None:
         """KDP130 for a version of ``trainer.kubeflow.org`` that is not served."""
         wrong = super().check_api_version(obj)
@@ -122,8 +130,17 @@ class TrainJobKind(Kind):
 
     def effective_env(self, obj: Mapping[str, Any], view: PodTemplateView, ctx: CheckContext) -> dict[str, EnvValue]:
         """The kubelet's resolution of the effective ``node`` container (runtime env and envFrom,
-        ``spec.trainer.env`` over them, the ``PET_*`` variables)."""
-        return effective_env(view.container, ctx.namespace, ctx.objects) if view.container is not None else {}
+        ``spec.trainer.env`` over them, the ``PET_*`` variables), with ``JOB_COMPLETION_INDEX``
+        that the Job controller adds to the pods of an Indexed Job (:func:`.trainermerge.job_controller_env`)."""
+        if view.container is None:
+            return {}
+        resolved = self._resolved(obj, ctx)
+        container = view.container
+        if resolved.runtime is not None and resolved.job_index is not None:
+            rjobs = as_list(get(resolved.runtime, "spec", "template", "spec", "replicatedJobs"))
+            job_spec = get(rjobs[resolved.job_index], "template", "spec") if resolved.job_index < len(rjobs) else None
+            container = job_controller_env(container, job_spec)
+        return effective_env(container, ctx.namespace, ctx.objects)
 
     def check(self, obj: Mapping[str, Any], ctx: CheckContext) -> list[RawFinding]:
         """The API version, the structure, the checks against the runtime, the guardrails."""
@@ -192,17 +209,17 @@ class TrainJobKind(Kind):
         resolved = self._resolved(obj, ctx)
         ref_path = ("spec", "runtimeRef") if isinstance(get(obj, "spec", "runtimeRef"), MAPPING) else ("spec",)
         if resolved.runtime is None:
-            _, kind, name = runtime_key(obj)
+            group, kind, name = runtime_key(obj)
             if not name:
                 return []  # (layer 1: runtimeRef.name is required)
-            return [
-                RawFinding(
-                    "KDP230",
-                    ref_path,
-                    f"{resolved.where} is not in the input{ctx.objects.elsewhere(ctx.namespace, name) if kind == 'TrainingRuntime' else ''}: the trainer container's guards cannot be verified; "
-                    "add the runtime's manifest to the input (or validate against the cluster)",
-                )
-            ]
+            searched = ctx.objects.searched(group, kind, ctx.namespace if kind == "TrainingRuntime" else None, name)
+            if searched:
+                where = f"{resolved.where} is in neither the input nor {searched}"
+                fix = "install the runtime, or add its manifest to the input"
+            else:
+                where = f"{resolved.where} is not in the input{ctx.objects.elsewhere_object(group, kind, ctx.namespace, name) if kind == 'TrainingRuntime' else ''}"
+                fix = "add the runtime's manifest to the input (or validate against the cluster: validate --cluster)"
+            return [RawFinding("KDP230", ref_path, f"{where}: the trainer container's guards cannot be verified; {fix}")]
         findings: list[RawFinding] = []
         if resolved.container is not None:
             env = effective_env(resolved.container, ctx.namespace, ctx.objects)

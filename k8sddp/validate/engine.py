@@ -23,6 +23,7 @@ from ..findings import Finding, Report
 from ..kinds.wrappers import Inner
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
+from .fromcluster import ReferenceReader, resolve_from_cluster
 from .objindex import ObjectIndex
 from .rawfinding import RawFinding, json_path
 from .templates import GO_ACTION, go_action_line, helm_message, template_findings
@@ -362,6 +363,8 @@ def validate_paths(
     config: Config | None = None,
     jobs: int | None = None,
     stdin_text: str | None = None,
+    cluster: ReferenceReader | None = None,
+    namespace: str | None = None,
 ) -> Report:
     """Validate files, folders and standard input.
 
@@ -371,9 +374,14 @@ def validate_paths(
         config: repository configuration.
         jobs: worker processes; default: every core, when there are enough files.
         stdin_text: the text of ``-`` if already read (otherwise read from ``sys.stdin``).
+        cluster: read the references the input lacks (runtimes, ConfigMaps) from it
+            (``validate --cluster``, :mod:`.fromcluster`); ``None``: the input alone.
+        namespace: the namespace objects without one are applied to (with ``cluster``: the
+            context's or ``-n``); ``None``: unknown.
 
     Raises:
         UsageError: a missing or unreadable path.
+        ClusterError: with ``cluster``, a read failed (forbidden, unreachable).
     """
     check_profile(profile)
     files = expand_paths(paths)
@@ -391,9 +399,20 @@ def validate_paths(
         if not stdin_too_large and not texts["-"].strip():
             # A pre-commit hook piping a failed `kubectl kustomize` must fail, not pass an empty check.
             raise UsageError("-: no input on standard input (did the command before the pipe fail?)")
-    cms = new_index()
+    cms = new_index(default_namespace=namespace)
     hints = _index_hints()
+    # With a cluster every file is parsed here too: the references of every workload are needed.
+    everything: list[Any] = []
     for path in files:
+        if cluster is not None:
+            try:
+                text = texts["-"] if path == "-" else read_input(path)
+            except InputTooLarge:
+                continue  # reported when the file itself is checked
+            docs, _ = load_documents(text, is_json=path.endswith(".json"))
+            everything.extend(d.data for d in docs)
+            collect_configmaps(text, cms, is_json=path.endswith(".json"))
+            continue
         if path == "-":
             if any(h.decode() in texts["-"] for h in hints):
                 collect_configmaps(texts["-"], cms)
@@ -406,6 +425,8 @@ def validate_paths(
             continue  # reported when the file itself is checked
         if any(h in data for h in hints) or data[:2] in (b"\xff\xfe", b"\xfe\xff"):  # or UTF-16: look after decoding
             collect_configmaps(decode(data), cms, is_json=path.endswith(".json"))
+    if cluster is not None:
+        resolve_from_cluster(cluster, everything, cms, namespace or "default")
     jobs = jobs or _cores()
     report = Report()
     disk_files = [f for f in files if f != "-"]

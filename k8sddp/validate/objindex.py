@@ -37,6 +37,7 @@ class ObjectIndex(ConfigMapIndex):
         super().__init__(default_namespace=default_namespace)
         self.references = frozenset(references)
         self._objects: dict[tuple[str, str, str | None, str], Mapping[str, Any]] = {}
+        self._searched: dict[tuple[str, str, str | None, str], str] = {}
 
     def wants(self, obj: Any) -> bool:
         """True for a ConfigMap or an object of a referenced kind."""
@@ -69,3 +70,26 @@ class ObjectIndex(ConfigMapIndex):
     def objects(self, group: str, kind: str) -> list[Mapping[str, Any]]:
         """Every held object of ``group``/``kind``, in input order."""
         return [o for (g, k, _, _), o in self._objects.items() if (g, k) == (group, kind)]
+
+    def mark_searched(self, group: str, kind: str, namespace: str | None, name: str, where: str) -> None:
+        """Record that the object was looked for in ``where`` (``"the cluster at https://..."``) and
+        is not there (``validate --cluster``); ``namespace`` ``None`` for a cluster-scoped kind."""
+        self._searched[(group, kind, namespace, name)] = where
+
+    def searched(self, group: str, kind: str, namespace: str | None, name: str) -> str:
+        """Where the object was looked for besides the input and not found (``""``: nowhere); a
+        namespaced object without a namespace is taken to be in the default namespace."""
+        if namespace is None and (group, kind, None, name) not in self._searched:
+            namespace = self.default_namespace
+        return self._searched.get((group, kind, namespace, name), "")
+
+    def elsewhere_object(self, group: str, kind: str, namespace: str | None, name: str) -> str:
+        """For a message: ``" (the input has it in namespace 'b')"`` when a namespaced object
+        ``name`` of ``group``/``kind`` is held only in other namespaces (a TrainJob reads a
+        ``TrainingRuntime`` of its own namespace only)."""
+        if not isinstance(namespace, str) or not namespace:
+            namespace = self.default_namespace
+        others = sorted(str(ns) for (g, k, ns, n) in self._objects if (g, k, n) == (group, kind, name) and ns != namespace and ns is not None)
+        if not others:
+            return ""
+        return f" (the input has it in namespace {', '.join(repr(o) for o in others)}; a TrainJob reads its own namespace's only)"

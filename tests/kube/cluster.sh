@@ -11,17 +11,21 @@
 # COMPONENTS): etcd (go.etcd.io/etcd/server/v3, the version k8s.io/kubernetes pins),
 # kube-apiserver and kube-controller-manager (job, garbage-collector, namespace, serviceaccount,
 # serviceaccount-token controllers) and kubectl from k8s.io/kubernetes, the Kubeflow training
-# operator v1.9 (PyTorchJob only) with its own validating webhook, the KubeRay operator
-# (ray-operator v1.6.1 over the v1.7.0 CRDs: RayCluster, RayJob, RayService, RayCronJob; no
-# webhook); helm and kubeconform are
-# built for the chart tests and the validate benchmark. There is no kubelet and no scheduler:
-# pods stay Pending until a test patches their status subresource as a kubelet would.
+# operator v1.9 (PyTorchJob only) with its own validating webhook, JobSet v0.12.0
+# (jobset-controller: the JobSet CRD, its mutating and validating webhooks for JobSets and their
+# pods), the Kubeflow Trainer v2.3.0 controller manager (trainer-controller-manager: the
+# TrainJob, TrainingRuntime and ClusterTrainingRuntime CRDs and webhooks; no runtime installed),
+# the KubeRay operator (ray-operator v1.6.1 over the v1.7.0 CRDs: RayCluster, RayJob, RayService,
+# RayCronJob; no webhook); helm and kubeconform are built for the chart tests and the validate
+# benchmark. Every webhook is registered by URL on 127.0.0.1. There is no kubelet and no
+# scheduler: pods stay Pending until a test patches their status subresource as a kubelet would.
 #
 # Environment: K8SDDP_KUBE_CACHE (default ~/.cache/k8sddp-kube: Go module cache, build cache,
 # bin/, logs/), K8SDDP_KUBE_STATE (default $K8SDDP_KUBE_CACHE/run: certificates, kubeconfig,
 # etcd data, pid files, component logs, the audit log), K8SDDP_REFERENCE (the shared reference
 # folder with kubeflow/kubeflow.org_pytorchjobs.yaml and kuberay/ray.io_*.yaml; default
-# ../shared/reference next to the repository, then /work/shared/reference).
+# ../shared/reference next to the repository, then /work/shared/reference; jobset/ and
+# kubeflow-trainer/ hold the JobSet and Trainer CRDs).
 # Exit codes: 0 ok, 2 usage, 3 a build or a component failed (its log is named).
 set -euo pipefail
 
@@ -46,7 +50,7 @@ BUILDS=(
   "kuberay|kuberay-operator|github.com/ray-project/kuberay/ray-operator"
 )
 # --- components started by `up`, in order; each has start_<name> and ready_<name> ---
-COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator kuberay-operator)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager training-operator jobset-controller trainer-controller-manager kuberay-operator)
 UP_OK=0
 
 die() { echo "cluster.sh: $*" >&2; exit 3; }
@@ -432,6 +436,119 @@ start_kuberay-operator() {
     --log-stdout-encoder console
 }
 ready_kuberay-operator() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/kuberay-health")/readyz"; }
+# JobSet v0.12.0 and the Kubeflow Trainer v2.3.0 controller manager share one serving
+# certificate signed by the cluster CA (SAN 127.0.0.1: their webhooks are called by URL on
+# loopback, so the cluster CA is the webhook configurations' caBundle). Both read a
+# Configuration file (jobset and trainer pkg/config): internal certificate management
+# (open-policy-agent/cert-controller, which wants a Secret, a Service and a kubelet mount) off,
+# leader election off, metrics off ("0"), webhook and health probe on free loopback ports. The
+# webhook servers read tls.crt/tls.key from a folder: JobSet's webhook.certDir, and for the
+# Trainer (its Configuration has no certDir) controller-runtime's default under $TMPDIR.
+make_batch_pki() {
+  [ -f "$STATE/batch-certs/tls.crt" ] && return 0
+  new_cert batch "/CN=k8sddp-batch-webhooks" \
+    "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost"
+  mkdir -p "$STATE/batch-certs"
+  cp "$STATE/pki/batch.crt" "$STATE/batch-certs/tls.crt"; cp "$STATE/pki/batch.key" "$STATE/batch-certs/tls.key"
+}
+
+# wait_established CRD...: every named CRD has condition Established (60 s at most).
+wait_established() {
+  local crd end=$(( $(date +%s) + 60 ))
+  for crd in "$@"; do
+    until [ "$(kctl get crd "$crd" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; do
+      [ "$(date +%s)" -lt "$end" ] || die "CRD $crd not established after 60s"
+      sleep 0.3
+    done
+  done
+}
+
+# webhook_entry NAME PORT PATH GROUP VERSION RESOURCE OPERATIONS [LABEL]: one entry of a
+# (Validating|Mutating)WebhookConfiguration, called by URL on loopback; LABEL: an objectSelector
+# (the label must exist).
+webhook_entry() {
+  printf -- '- name: %s\n  admissionReviewVersions: [v1]\n  sideEffects: None\n  failurePolicy: Fail\n' "$1"
+  printf '  clientConfig:\n    url: https://127.0.0.1:%s%s\n    caBundle: %s\n' "$2" "$3" "$(base64 -w0 "$STATE/pki/ca.crt")"
+  printf '  rules:\n  - apiGroups: ["%s"]\n    apiVersions: [%s]\n    resources: [%s]\n    operations: [%s]\n' "$4" "$5" "$6" "$7"
+  if [ -n "${8:-}" ]; then
+    printf '  objectSelector:\n    matchExpressions: [{key: %s, operator: Exists}]\n' "$8"
+  fi
+}
+
+# webhook_config KIND NAME: the head of a webhook configuration (entries follow).
+webhook_config() {
+  printf -- '---\napiVersion: admissionregistration.k8s.io/v1\nkind: %s\nmetadata: {name: %s}\nwebhooks:\n' "$1" "$2"
+}
+
+# JobSet v0.12.0 (the version Trainer v2.3.0's go.mod requires): its CRD and the webhooks of
+# config/components/webhook (manifests.yaml, with patches/' objectSelector on the pod entries:
+# only pods labelled jobset.sigs.k8s.io/jobset-name go to it). The Trainer's three CRDs are
+# applied in the same kubectl call (the Trainer, started next, watches them and JobSets).
+start_jobset-controller() {
+  local ref; ref="$(reference_dir)" || die "no shared reference folder (set K8SDDP_REFERENCE)"
+  local t="$ref/kubeflow-trainer" f
+  for f in "$ref/jobset/jobset.x-k8s.io_jobsets.yaml" "$t/trainer.kubeflow.org_trainjobs.yaml" \
+           "$t/trainer.kubeflow.org_trainingruntimes.yaml" "$t/trainer.kubeflow.org_clustertrainingruntimes.yaml"; do
+    [ -f "$f" ] || die "$f missing (the JobSet v0.12.0 and Trainer v2.3.0 CRDs of the shared reference)"
+  done
+  kctl apply --server-side -f "$ref/jobset/jobset.x-k8s.io_jobsets.yaml" -f "$t/trainer.kubeflow.org_trainjobs.yaml" \
+    -f "$t/trainer.kubeflow.org_trainingruntimes.yaml" -f "$t/trainer.kubeflow.org_clustertrainingruntimes.yaml" >/dev/null
+  make_batch_pki
+  local wport hport; wport=$(free_port); hport=$(free_port)
+  echo "$hport" >"$STATE/ports/jobset-health"
+  cat >"$STATE/jobset-config.yaml" <<EOF
+apiVersion: config.jobset.x-k8s.io/v1alpha1
+kind: Configuration
+webhook: {port: $wport, host: 127.0.0.1, certDir: "$STATE/batch-certs"}
+health: {healthProbeBindAddress: "127.0.0.1:$hport"}
+metrics: {bindAddress: "0"}
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+EOF
+  { webhook_config MutatingWebhookConfiguration jobset-mutating-webhook-configuration
+    webhook_entry mjobset.kb.io "$wport" /mutate-jobset-x-k8s-io-v1alpha2-jobset jobset.x-k8s.io v1alpha2 jobsets CREATE
+    webhook_entry mpod.kb.io "$wport" /mutate--v1-pod "" v1 pods CREATE jobset.sigs.k8s.io/jobset-name
+    webhook_config ValidatingWebhookConfiguration jobset-validating-webhook-configuration
+    webhook_entry vjobset.kb.io "$wport" /validate-jobset-x-k8s-io-v1alpha2-jobset jobset.x-k8s.io v1alpha2 jobsets "CREATE, UPDATE"
+    webhook_entry vpod.kb.io "$wport" /validate--v1-pod "" v1 pods CREATE jobset.sigs.k8s.io/jobset-name
+  } | kctl apply -f - >/dev/null
+  wait_established jobsets.jobset.x-k8s.io
+  KUBECONFIG="$STATE/kubeconfig" spawn jobset-controller "$BIN/jobset-controller" \
+    --config "$STATE/jobset-config.yaml" --metrics-bind-address 0 --zap-devel=false
+}
+ready_jobset-controller() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/jobset-health")/readyz"; }
+
+# The Kubeflow Trainer v2.3.0 controller manager (TrainJob, TrainingRuntime and
+# ClusterTrainingRuntime controllers; the webhooks of manifests/base/webhook/manifests.yaml).
+# No runtime is installed: tests apply the ones they use (`k8sddp runtime render`, the
+# reference's stock torch-distributed).
+start_trainer-controller-manager() {
+  wait_established trainjobs.trainer.kubeflow.org trainingruntimes.trainer.kubeflow.org clustertrainingruntimes.trainer.kubeflow.org
+  make_batch_pki
+  local wport hport v=trainer.kubeflow.org; wport=$(free_port); hport=$(free_port)
+  echo "$hport" >"$STATE/ports/trainer-health"
+  cat >"$STATE/trainer-config.yaml" <<EOF
+apiVersion: config.trainer.kubeflow.org/v1alpha1
+kind: Configuration
+webhook: {port: $wport, host: 127.0.0.1}
+health: {healthProbeBindAddress: "127.0.0.1:$hport"}
+metrics: {bindAddress: "0", secureServing: false}
+leaderElection: {leaderElect: false}
+certManagement: {enable: false}
+EOF
+  { webhook_config MutatingWebhookConfiguration "defaulter.$v"
+    webhook_entry "defaulter.trainjob.$v" "$wport" /mutate-trainer-kubeflow-org-v1alpha1-trainjob "$v" v1alpha1 trainjobs "CREATE, UPDATE"
+    webhook_config ValidatingWebhookConfiguration "validator.$v"
+    webhook_entry "validator.clustertrainingruntime.$v" "$wport" /validate-trainer-kubeflow-org-v1alpha1-clustertrainingruntime "$v" v1alpha1 clustertrainingruntimes "CREATE, UPDATE"
+    webhook_entry "validator.trainingruntime.$v" "$wport" /validate-trainer-kubeflow-org-v1alpha1-trainingruntime "$v" v1alpha1 trainingruntimes "CREATE, UPDATE"
+    webhook_entry "validator.trainjob.$v" "$wport" /validate-trainer-kubeflow-org-v1alpha1-trainjob "$v" v1alpha1 trainjobs "CREATE, UPDATE"
+  } | kctl apply -f - >/dev/null
+  mkdir -p "$STATE/trainer-tmp/k8s-webhook-server/serving-certs"
+  cp "$STATE/batch-certs/tls.crt" "$STATE/batch-certs/tls.key" "$STATE/trainer-tmp/k8s-webhook-server/serving-certs/"
+  TMPDIR="$STATE/trainer-tmp" KUBECONFIG="$STATE/kubeconfig" \
+    spawn trainer-controller-manager "$BIN/trainer-controller-manager" --config "$STATE/trainer-config.yaml"
+}
+ready_trainer-controller-manager() { curl -fsS "http://127.0.0.1:$(cat "$STATE/ports/trainer-health")/readyz"; }
 
 # --- commands ----------------------------------------------------------------------------------
 print_env() {

@@ -27,8 +27,8 @@ HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "cluster.sh"
 CACHE = Path(os.environ.get("K8SDDP_KUBE_CACHE") or Path.home() / ".cache" / "k8sddp-kube")
 REQUIRE = os.environ.get("K8SDDP_REQUIRE_KUBE") == "1"
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "training-operator",
-            "kuberay-operator")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "training-operator", "jobset-controller",
+            "trainer-controller-manager", "kuberay-operator")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
