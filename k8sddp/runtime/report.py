@@ -41,6 +41,8 @@ class Reporter:
         self.local_rank = local_rank
         self.world = world_size
         self.hb: Heartbeat | None = None
+        #: the node rank, written into every record when set (``k8sddp.ray``)
+        self.node: int | None = None
         #: ``phase -> {budget_source, ...}`` for the failure record (set by the guard).
         self.budget_info: Callable[[str], dict[str, Any]] | None = None
         self._lock = threading.Lock()
@@ -57,7 +59,8 @@ class Reporter:
     def _base(self) -> dict[str, Any]:
         hb = self.hb
         now = time.monotonic()
-        return {
+        node = {} if self.node is None else {"node": self.node}
+        return {**node,
             "rank": self.rank, "local_rank": self.local_rank, "world_size": self.world,
             "pid": os.getpid(), "host": socket.gethostname(), "time": _utc(),
             "step": hb.step if hb else None, "phase": hb.phase if hb else None,
