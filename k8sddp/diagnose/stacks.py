@@ -64,6 +64,11 @@ class Frame:
         """Inside k8sddp's runtime, the CLI or the interpreter's start-up."""
         return any(p in self.file for p in RUNTIME_PARTS)
 
+    @property
+    def in_ray(self) -> bool:
+        """Inside Ray (its worker, Ray Train's report and thread runner)."""
+        return _RAY in self.file
+
 
 def _stdlib(f: Frame) -> bool:
     return f.file.startswith("<frozen") or ("/lib/python3" in f.file and "-packages/" not in f.file)
@@ -97,7 +102,7 @@ class StackInfo:
         for f in self.frames:  # most recent first: Ray Train's wait above the task's own frames
             if any(p in f.file for p in RAY_WAITING_PARTS):
                 return True
-            if not (f.in_torch or f.in_runtime or _RAY in f.file or _stdlib(f)):
+            if not (f.in_torch or f.in_runtime or f.in_ray or _stdlib(f)):
                 return False
         return False
 
@@ -105,7 +110,7 @@ class StackInfo:
         """The innermost frame of the task's own code (neither torch nor k8sddp's runtime), else
         the innermost frame outside torch, else the innermost frame."""
         for f in self.frames:
-            if not f.in_torch and not f.in_runtime:
+            if not f.in_torch and not f.in_runtime and not f.in_ray:
                 return f
         for f in self.frames:
             if not f.in_torch:

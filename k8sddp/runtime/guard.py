@@ -251,6 +251,8 @@ class Guard:
         finally:
             if self._stalled is not None:
                 self._stalled()
+                if self.watchdog is not None:  # it returned: the caller chose to live on
+                    self.watchdog.disarm_hard()
 
     def is_preemption(self) -> bool:
         """``True`` when the launcher dropped its ``preempt`` marker, or there is no launcher."""

@@ -123,6 +123,11 @@ class Reporter:
         Must run before ``destroy_process_group()``. Returns the path, or ``None``."""
         if self.run is None:
             return None
+        if "torch.distributed" not in sys.modules:  # no process group: importing torch here (seconds)
+            with contextlib.suppress(OSError, ValueError):  # would only eat the hard stop's margin
+                sys.stderr.write(f"k8sddp train: rank {self.rank}: no flight-recorder dump: "
+                                 "torch.distributed is not imported\n")
+            return None
         try:
             import torch._C._distributed_c10d as c10d
 
