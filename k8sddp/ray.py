@@ -167,7 +167,10 @@ def _attempt_name(rank: int) -> tuple[str, bool]:
         from ray.train.collective import broadcast_from_rank_zero
     except ImportError:
         return f"{mine}-rank{rank}-pid{os.getpid()}", False
-    name = broadcast_from_rank_zero(mine if rank == 0 else None)
+    try:
+        name = broadcast_from_rank_zero(mine if rank == 0 else None)
+    except Exception:  # noqa: BLE001 - outside a Train v2 worker group: one folder per process
+        return f"{mine}-rank{rank}-pid{os.getpid()}", False
     return (name, True) if isinstance(name, str) and re.fullmatch(r"ray-[\w.-]+", name) else (mine, False)
 
 
@@ -191,6 +194,19 @@ def _start(env: Mapping[str, str]) -> Guard:
     g = Guard(env, mode="ray", rank=rank, local_rank=local, world=world, node=node, run_dir=run_dir,
               budgets_scope=_scope(experiment), on_stalled=os.abort)
     g.start()
+    try:
+        _hook(g, ctx, experiment, shared)
+    except BaseException:
+        with _LOCK:
+            _STATE.pop("guard", None)
+        g.stop()
+        raise
+    return g
+
+
+def _hook(g: Guard, ctx: Any, experiment: str, shared: bool) -> None:
+    """Point the torch hooks and the report beats at ``g`` (installed once per process) and write
+    the start record."""
     with _LOCK:
         beats = _STATE.get("beats")
         if beats is None:
@@ -214,7 +230,6 @@ def _start(env: Mapping[str, str]) -> Guard:
     with contextlib.suppress(Exception):
         info["ray_storage"] = str(ctx.get_storage().experiment_fs_path)
     g.record_started(**info)
-    return g
 
 
 def guard(train_loop: F) -> F:

@@ -25,7 +25,8 @@ def train(config: dict[str, Any]) -> None:
     """A tiny DDP model, one batch per step, a report per step and a checkpoint (rank 0) every
     ``ckpt_every`` steps; nothing of k8sddp's is called: the optimizer step, the DataLoader and
     the reports beat by themselves. Rank 1 sleeps after the optimizer step of ``stall_at`` on the
-    first attempt, while rank 0 waits in that step's report."""
+    first attempt, while rank 0 waits in that step's report (a checkpointing one when
+    ``stall_at + 1`` is a multiple of ``ckpt_every``)."""
     out = Path(config["out"])
     rank = ray.train.get_context().get_world_rank()
     torch.manual_seed(0)
