@@ -301,6 +301,11 @@ class Watchdog:
                 continue
             self._arm_hard(now, budget)
             self._flush()
+            if hb.budget != budget:
+                # the flush set a new budget (a learned one, :mod:`.budgets`): plan with it now,
+                # not one period of the old budget later (measured under Ray: a learned 10 s
+                # budget fired 24 s after the last beat, the old 60 s budget's period late)
+                continue
             wake = min(deadline, now + self._period(budget))
             if timer is not None:
                 wake = min(wake, timer[0])
