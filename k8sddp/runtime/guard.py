@@ -39,7 +39,7 @@ from typing import Any
 
 from . import exitcodes as ec
 from .artifacts import RunDir
-from .budgets import BudgetLearner, LearningHeartbeat
+from .budgets import PUBLISH_EVERY_S, BudgetLearner, LearningHeartbeat
 from .config import RuntimeConfig
 from .report import Reporter
 from .watchdog import Heartbeat, Stall, Watchdog
@@ -149,6 +149,7 @@ class Guard:
                                  on_signal=(on_signal or self._on_signal) if in_main else None,
                                  on_flush=self._on_flush, install_wakeup_fd=in_main, stall_exit_code=ec.HANG,
                                  exit_on_stall=self._stalled is None,
+                                 max_period_s=PUBLISH_EVERY_S if self.learner is not None else None,
                                  alarm=self.hard_stop == "SIGALRM")
         self.watchdog.start()
         self.active = True

@@ -143,6 +143,9 @@ class Watchdog:
         hard_stop: arm the C-level hard stop (``False``: the soft watchdog only).
         exit_on_stall: ``os._exit(stall_exit_code)`` after ``on_stall`` (``False``: the thread
             just ends; for embedding and tests).
+        max_period_s: wake at least this often (seconds; default: only the quarter budget). The
+            guard passes the learned budgets' publishing interval, so that a budget learned
+            after the warm-up applies within seconds, not a quarter of the fixed budget later.
         alarm: end the process with the kernel timer's SIGALRM (its default action must be in
             place); ``False``: with ``faulthandler.dump_traceback_later(exit=True)`` (exit 1),
             where SIGALRM has a handler that a thread other than the main one cannot reset.
@@ -162,6 +165,7 @@ class Watchdog:
         fire_grace_s: float = 10.0,
         hard_stop: bool = True,
         exit_on_stall: bool = True,
+        max_period_s: float | None = None,
         alarm: bool = True,
     ) -> None:
         self.hb = heartbeat
@@ -175,6 +179,7 @@ class Watchdog:
         self._hard = hard_stop
         self._exit_on_stall = exit_on_stall
         self._alarm = alarm
+        self._max_period = max_period_s
         self._lock = threading.Lock()
         self._stopping = False
         self._timer: tuple[float, Callable[[], None]] | None = None
@@ -231,9 +236,9 @@ class Watchdog:
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._w, b"\0")
 
-    @staticmethod
-    def _period(budget: float) -> float:
-        return max(0.05, budget / 4.0)
+    def _period(self, budget: float) -> float:
+        period = max(0.05, budget / 4.0)
+        return min(period, self._max_period) if self._max_period is not None else period
 
     def _arm_at(self, delay: float) -> None:
         if not self._hard:

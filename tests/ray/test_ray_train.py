@@ -137,7 +137,7 @@ def test_stall_learned_budget_dump_restart_and_diagnose(cluster: Path) -> None:
     assert hang["budget_source"] == "learned" and hang["learned"]["intervals"] >= 6, hang
     assert CEILING_S > hang["budget_s"] >= 3.0
     assert hang["budget_s"] == pytest.approx(max(3.0, 5 * hang["learned"]["longest_s"]), rel=1e-3)
-    assert hang["budget_s"] <= hang["since_beat_s"] < CEILING_S
+    assert hang["budget_s"] <= hang["since_beat_s"] < hang["budget_s"] + 5  # at the learned deadline
     stalled_pid = int((out / "stalled").read_text())
     assert hang["pid"] == stalled_pid
     stacks = (path.parent / "stacks-rank1.txt").read_text()
