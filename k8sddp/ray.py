@@ -146,7 +146,11 @@ def _report_beats(report: Callable[..., Any], ckpt_at: int) -> Callable[..., Any
 def _patch_report() -> str:
     """Beat around Ray's report, once per process; returns what was patched."""
     try:
+        from ray.train.v2._internal.constants import is_v2_enabled
         from ray.train.v2._internal.execution.train_fn_utils import DistributedTrainFnUtils
+
+        if not is_v2_enabled():  # RAY_TRAIN_V2_ENABLED=0: v1 never calls the v2 class
+            raise ImportError("Ray Train v1")
     except ImportError:  # Ray Train v1: the public function only
         import ray.train
 
