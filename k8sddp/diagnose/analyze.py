@@ -112,6 +112,8 @@ class _Analysis:
             code = exits.get(rank)
             if d.failure is not None:
                 kind = str(d.failure.get("kind", "unknown"))
+                if kind == "exited" and d.failure.get("exit_code") == 0:  # k8sddp.ray: the loop returned
+                    kind = "done"
             elif d.stacks is not None and d.stacks.hard_stop:
                 kind = "hang-hard"
             elif "failure" in d.paths:  # a record it wrote, now truncated: it did not die without one

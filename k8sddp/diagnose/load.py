@@ -4,6 +4,9 @@ Layout (``docs/runtime.md``, "Artifacts"): ``runs/<attempt>/`` per launcher atte
 ``<UTC time>-node<N>-<hex>`` by the node's launcher, holding ``run-node<N>.json``, and per rank
 ``started-``, ``failure-rank<R>.json``, ``trace-rank<R>.jsonl``, ``stacks-rank<R>.txt``,
 ``fr-rank<R>.pkl``. On a shared volume every node writes its own folders side by side.
+Under Ray Train (``k8sddp.ray``) there is no launcher: one folder ``ray-<UTC start>-<hex>`` per
+worker group holds every rank of every node (each record names its ``node``), so those folders
+sort by rank 0's start time and each one is a restart of its own.
 
 Node clocks drift, so attempts of one restart are not matched by time across nodes: each node's
 attempts are ordered by its own folder names (its own clock), and restart ``k`` is the ``k``-th
@@ -190,6 +193,8 @@ def read_attempt(path: Path, *, read_stacks: bool = True) -> Attempt:
             rd.failure = got if isinstance(got, dict) else None
             if rd.failure is None:
                 unreadable.append(f"failure-rank{rd.rank}.json: not a readable JSON record")
+            elif rd.node is None and isinstance(rd.failure.get("node"), int):
+                rd.node = rd.failure["node"]  # k8sddp.ray: one folder holds every node's ranks
         if "trace" in rd.paths:
             rd.last = _last_line(rd.paths["trace"])
             if rd.last is None and _size(rd.paths["trace"]) > 0:  # empty: no beat yet, not damage
@@ -212,7 +217,10 @@ def _is_attempt(path: Path) -> bool:
 
 def find_attempt_dirs(root: Path) -> list[Path]:
     """Attempt folders under ``root``: ``root`` itself when it is one, else ``root/runs/*``, also
-    below one or two levels (a ``submit --local`` job folder: ``<job>/pvc/<claim>/runs``).
+    below one or two levels (a ``submit --local`` job folder: ``<job>/pvc/<claim>/runs``); else
+    the ``runs/ray-*`` folders one or two levels up (``root`` is Ray Train's ``storage_path``
+    or an experiment folder inside it: ``k8sddp.ray.trainer_kwargs`` puts it at
+    ``K8SDDP_ARTIFACT_DIR/ray``).
 
     Raises:
         FileNotFoundError: ``root`` does not exist or is not a folder.
@@ -225,6 +233,12 @@ def find_attempt_dirs(root: Path) -> list[Path]:
         runs = base if base.name == "runs" else base / "runs"
         if runs.is_dir():
             found = sorted(p for p in runs.iterdir() if p.is_dir() and _is_attempt(p))
+            if found:
+                return found
+    for up in (root.resolve().parent, root.resolve().parent.parent):
+        runs = up / "runs"
+        if runs.is_dir():
+            found = sorted(p for p in runs.glob("ray-*") if p.is_dir() and _is_attempt(p))
             if found:
                 return found
     return []

@@ -6,6 +6,12 @@ no header of k8sddp's), the hard stop's (``Timeout (h:mm:ss)!``, ``faulthandler.
 and a fatal signal's (``Fatal Python error: Aborted``, ``Segmentation fault``; the worker points
 faulthandler's fatal handler at this file). faulthandler prints each thread most recent call first
 (CPython ``Python/traceback.c``, ``_Py_DumpTracebackThreads``).
+
+"The main thread" is the thread that runs the training: the interpreter's main thread, or,
+where a guard started in another thread (``k8sddp.ray``: Ray Train's training thread), the one
+named by the file's ``--- k8sddp rank R: training thread 0x... ---`` line (faulthandler prints
+thread ids, not names). A rank inside Ray Train's own synchronising calls (``ray.train.report``,
+``ray.train.collective``) waits for its peers just as one inside a torch collective does.
 """
 
 from __future__ import annotations
@@ -16,9 +22,13 @@ from dataclasses import dataclass, field
 #: Paths of frames that belong to torch or to k8sddp's own loop, not to the task.
 TORCH_PARTS = ("/torch/", "/site-packages/torch")
 RUNTIME_PARTS = ("/k8sddp/runtime/", "/k8sddp/cli.py", "/k8sddp/__main__.py", "/k8sddp/commands/",
-                 "<frozen runpy>", "/threading.py")
+                 "/k8sddp/ray.py", "<frozen runpy>", "/threading.py")
 #: Top frames of a main thread that waits for its peers: a collective, DDP's backward all-reduce.
 WAITING_PARTS = ("/torch/distributed/", "/torch/autograd/", "/torch/nn/parallel/", "/torch/_tensor.py")
+#: Frames of Ray Train's calls that wait for every worker (report's barrier, its collectives);
+#: a thread inside one, above the task's innermost frame, waits for its peers.
+RAY_WAITING_PARTS = ("/ray/train/",)
+_RAY = "/site-packages/ray/"
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)', re.M)
 _THREAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-f]+", re.M)
@@ -28,6 +38,8 @@ _FATAL = re.compile(r"^Fatal Python error: (.+)$", re.M)
 #: watchdog's own thread, never the main thread.
 _DUMPER = re.compile(r"^--- k8sddp rank \d+: watchdog[^\n]*\nCurrent thread (0x[0-9a-f]+)", re.M)
 _THREAD_ID = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
+#: Written by a guard started outside the main thread (:mod:`k8sddp.runtime.guard`).
+_TRAINING = re.compile(r"^--- k8sddp rank \d+: training thread (0x[0-9a-f]+) ---$", re.M)
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,15 @@ class Frame:
     def in_runtime(self) -> bool:
         """Inside k8sddp's runtime, the CLI or the interpreter's start-up."""
         return any(p in self.file for p in RUNTIME_PARTS)
+
+    @property
+    def in_ray(self) -> bool:
+        """Inside Ray (its worker, Ray Train's report and thread runner)."""
+        return _RAY in self.file
+
+
+def _stdlib(f: Frame) -> bool:
+    return f.file.startswith("<frozen") or ("/lib/python3" in f.file and "-packages/" not in f.file)
 
 
 @dataclass
@@ -76,13 +97,20 @@ class StackInfo:
         """The main thread was inside a collective or a backward pass (``None``: no frames)."""
         if not self.frames:
             return None
-        return any(p in self.frames[0].file for p in WAITING_PARTS)
+        if any(p in self.frames[0].file for p in WAITING_PARTS):
+            return True
+        for f in self.frames:  # most recent first: Ray Train's wait above the task's own frames
+            if any(p in f.file for p in RAY_WAITING_PARTS):
+                return True
+            if not (f.in_torch or f.in_runtime or f.in_ray or _stdlib(f)):
+                return False
+        return False
 
     def task_frame(self) -> Frame | None:
         """The innermost frame of the task's own code (neither torch nor k8sddp's runtime), else
         the innermost frame outside torch, else the innermost frame."""
         for f in self.frames:
-            if not f.in_torch and not f.in_runtime:
+            if not f.in_torch and not f.in_runtime and not f.in_ray:
                 return f
         for f in self.frames:
             if not f.in_torch:
@@ -132,10 +160,18 @@ def parse_stacks(text: str) -> StackInfo:
     info.dumps = max(1, text.count("--- k8sddp rank") + text.count("Timeout (") + len(fatal)
                      + text.count("\nCurrent thread", 0, starts[0] + 1))
     dumpers = set(_DUMPER.findall(text))
+    training = _TRAINING.findall(text)
     main: list[Frame] | None = None
     for block in reversed(blocks):  # the last dump's main thread: the newest evidence
         frames = [Frame(f, int(n), fn) for f, n, fn in _FRAME.findall(block)]
-        if frames and _is_main(frames) and not _is_helper(block, frames, dumpers):
+        if not frames:
+            continue
+        if training:
+            m = _THREAD_ID.match(block)
+            if m and m.group(1) == training[-1]:
+                main = frames
+                break
+        elif _is_main(frames) and not _is_helper(block, frames, dumpers):
             main = frames
             break
     info.frames = main or []

@@ -147,6 +147,14 @@ class _Beats:
         self.step = 0
         self.started = False  # first optimizer step done: leave phase init
 
+    def rebind(self, guard: Guard) -> None:
+        """Send the beats to ``guard`` from now on, counting afresh (``k8sddp.ray``: torch is
+        patched once per process, each guarded loop brings its own guard)."""
+        self.g = guard
+        self.steps = {}
+        self.step = 0
+        self.started = False
+
     def optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         key = id(optimizer)
         n = self.steps.get(key, 0) + 1
@@ -204,10 +212,10 @@ def _patch_grad_scaler(mod: ModuleType, beats: _Beats) -> None:
 
 def _patch_save(mod: ModuleType, beats: _Beats) -> None:
     inner = mod.save
-    hb = beats.g.hb
 
     @functools.wraps(inner)
     def save(*args: Any, **kwargs: Any) -> Any:
+        hb = beats.g.hb  # read per call: k8sddp.ray rebinds the beats to each loop's guard
         before = hb.phase
         if before == "checkpoint":
             return inner(*args, **kwargs)
@@ -222,10 +230,10 @@ def _patch_save(mod: ModuleType, beats: _Beats) -> None:
 
 def _patch_c10d(mod: ModuleType, beats: _Beats) -> None:
     inner = mod.init_process_group
-    guard = beats.g
 
     @functools.wraps(inner)
     def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        guard = beats.g
         # signature: (backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, ...)
         given = kwargs.get("timeout", args[2] if len(args) > 2 else None)
         source = "the script"
@@ -308,8 +316,11 @@ def _apply(fn: Callable[[ModuleType, _Beats], None], beats: _Beats, mod: ModuleT
     fn(mod, beats)
 
 
-def install(guard: Guard) -> None:
-    """Patch torch for ``guard``: modules already imported now, the others on first import."""
+def install(guard: Guard) -> _Beats:
+    """Patch torch for ``guard``: modules already imported now, the others on first import.
+
+    Returns:
+        The beats the patches send into (:meth:`_Beats.rebind` moves them to another guard)."""
     beats = _Beats(guard)
     pending: dict[str, Callable[[ModuleType], None]] = {}
     for name, fn in PATCHES.items():
@@ -321,6 +332,7 @@ def install(guard: Guard) -> None:
             pending[name] = bound
     if pending:
         sys.meta_path.insert(0, PostImportHook(pending))
+    return beats
 
 
 def bootstrap(env: dict[str, str] | os._Environ[str] | None = None) -> Guard | None:

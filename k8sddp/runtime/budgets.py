@@ -110,14 +110,18 @@ class BudgetLearner:
         factor: budget = ``factor`` x the longest interval (doubled per earlier fire).
         warmup: intervals of a group to see (this attempt and earlier ones) before learning it.
         floor_s: ``K8SDDP_WATCHDOG_MIN_SECONDS``, the lowest learned budget (seconds).
+        scope: a sub-folder of ``budgets/`` (``k8sddp.ray``: one per Ray Train experiment, so
+            that runs sharing a volume do not learn from each other); ``None``: ``budgets/``.
     """
 
     def __init__(self, hb: LearningHeartbeat, fixed: Mapping[str, float], *, artifact_dir: Path | None,
                  rank: int, factor: float = DEFAULT_FACTOR, warmup: int = DEFAULT_WARMUP,
-                 floor_s: float = DEFAULT_MIN_SECONDS) -> None:
+                 floor_s: float = DEFAULT_MIN_SECONDS, scope: str | None = None) -> None:
         self.hb = hb
         self.fixed = dict(fixed)
         self.folder = artifact_dir / FOLDER if artifact_dir is not None else None
+        if self.folder is not None and scope:
+            self.folder = self.folder / scope
         self.rank = rank
         self.factor = factor
         self.warmup = warmup

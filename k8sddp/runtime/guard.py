@@ -12,6 +12,16 @@ its default action (the hard stop's kill), ``faulthandler.register`` for SIGTERM
 dump every thread's stack, then the previous handler) and SIGUSR1 (dump only), the watchdog
 thread (phase ``init``, budget ``max(pg timeout, watchdog timeout)``) with the interpreter's
 signal wakeup fd, and the learned budgets (:mod:`.budgets`) when ``K8SDDP_LEARN_BUDGETS`` is not 0.
+
+Started outside the main thread (``k8sddp.ray``: Ray Train runs ``train_loop_per_worker`` in a
+thread of the worker actor), ``signal.signal`` and ``signal.set_wakeup_fd`` cannot be called
+(CPython allows them in the main thread only): the guard then installs no Python handler and no
+wakeup fd, keeps the faulthandler registrations (C-level ``sigaction``, allowed from any thread),
+writes ``--- k8sddp rank R: training thread 0x... ---`` into the stacks file so that
+``k8sddp diagnose`` reads that thread's frames as the rank's (:mod:`k8sddp.diagnose.stacks`), and
+arms the hard stop with the kernel timer only where SIGALRM is still at its default action (else
+faulthandler's own ``exit=True`` timer, which exits 1). ``on_stalled`` replaces the watchdog's
+``os._exit(142)`` after the records (``k8sddp.ray``: ``os.abort``).
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from typing import Any
 
 from . import exitcodes as ec
 from .artifacts import RunDir
-from .budgets import BudgetLearner, LearningHeartbeat
+from .budgets import PUBLISH_EVERY_S, BudgetLearner, LearningHeartbeat
 from .config import RuntimeConfig
 from .report import Reporter
 from .watchdog import Heartbeat, Stall, Watchdog
@@ -52,21 +62,42 @@ class Guard:
 
     Args:
         env: the environment (default ``os.environ``).
-        mode: ``"task"`` (``k8sddp train``), ``"autoguard"`` (zero-code) or ``"api"``; recorded.
+        mode: ``"task"`` (``k8sddp train``), ``"autoguard"`` (zero-code), ``"api"`` or ``"ray"``;
+            recorded.
+        rank, local_rank, world: this worker's place (default: torchrun's ``RANK``,
+            ``LOCAL_RANK``, ``WORLD_SIZE``; ``k8sddp.ray`` passes Ray Train's context).
+        node: the node rank, recorded in every record when given (Ray: one attempt folder holds
+            the ranks of every node).
+        run_dir: the attempt folder (default: :attr:`RuntimeConfig.run_dir`).
+        budgets_scope: a sub-folder of ``budgets/`` for the learned budgets (default none: the
+            volume's own; ``k8sddp.ray``: one per Ray Train experiment).
+        on_stalled: called after the stall records instead of the watchdog's ``os._exit(142)``
+            (it is expected not to return; if it does, the watchdog thread just ends).
 
     Raises:
         UsageError: a malformed ``K8SDDP_*`` variable (:meth:`RuntimeConfig.from_env`).
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None, *, mode: str = "api") -> None:
+    def __init__(self, env: Mapping[str, str] | None = None, *, mode: str = "api", rank: int | None = None,
+                 local_rank: int | None = None, world: int | None = None, node: int | None = None,
+                 run_dir: Path | None = None, budgets_scope: str | None = None,
+                 on_stalled: Callable[[], None] | None = None) -> None:
         self.env = os.environ if env is None else env
         self.mode = mode
-        self.rank = _int_env(self.env, "RANK", 0)
-        self.local_rank = _int_env(self.env, "LOCAL_RANK", 0)
-        self.world = _int_env(self.env, "WORLD_SIZE", 1)
+        self.rank = _int_env(self.env, "RANK", 0) if rank is None else rank
+        self.local_rank = _int_env(self.env, "LOCAL_RANK", 0) if local_rank is None else local_rank
+        self.world = _int_env(self.env, "WORLD_SIZE", 1) if world is None else world
         self.cfg = RuntimeConfig.from_env(self.env)
-        self.run = RunDir(self.cfg.run_dir) if self.cfg.run_dir else None
+        run_path = run_dir if run_dir is not None else self.cfg.run_dir
+        self.run = RunDir(run_path) if run_path else None
         self.reporter = Reporter(self.run, rank=self.rank, local_rank=self.local_rank, world_size=self.world)
+        self.reporter.node = node
+        self.budgets_scope = budgets_scope
+        self._stalled = on_stalled
+        #: the thread that runs the training (the main thread, or Ray Train's training thread)
+        self.thread_ident: int | None = None
+        #: how the hard stop ends the process: ``"SIGALRM"`` or ``"faulthandler exit 1"``
+        self.hard_stop = "SIGALRM"
         self.hb: Heartbeat = LearningHeartbeat(self.cfg.budgets, self.cfg.watchdog_timeout_s,
                                                self.cfg.trace_interval_s)
         self.reporter.hb = self.hb
@@ -90,10 +121,15 @@ class Guard:
         """
         if self.active:
             return self
-        if on_signal is None and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, _noop_handler)
-            self._own_sigterm = True
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        in_main = threading.current_thread() is threading.main_thread()
+        self.thread_ident = threading.get_ident()
+        if in_main:
+            if on_signal is None and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+                signal.signal(signal.SIGTERM, _noop_handler)
+                self._own_sigterm = True
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        elif signal.getsignal(signal.SIGALRM) not in (signal.SIG_DFL, None):
+            self.hard_stop = "faulthandler exit 1"  # the kernel timer's SIGALRM would not kill
         # fatal signals (SIGABRT of a gloo size-mismatch abort, SIGSEGV) dump into the rank's own
         # stacks file, where k8sddp diagnose finds the frame that issued the collective
         faulthandler.enable(file=self.reporter.stacks, all_threads=True)
@@ -101,12 +137,20 @@ class Guard:
         faulthandler.register(signal.SIGUSR1, file=self.reporter.stacks, all_threads=True, chain=False)
         if self.cfg.learn and isinstance(self.hb, LearningHeartbeat):
             self.learner = BudgetLearner(self.hb, self.cfg.budgets, artifact_dir=self.cfg.artifact_dir,
-                                         rank=self.rank, factor=self.cfg.learn_factor,
+                                         rank=self.rank, scope=self.budgets_scope, factor=self.cfg.learn_factor,
                                          warmup=self.cfg.learn_warmup, floor_s=self.cfg.min_budget_s)
             self.reporter.budget_info = self._budget_info
+        if not in_main:
+            with contextlib.suppress(OSError, ValueError):
+                self.reporter.stacks.write(f"--- k8sddp rank {self.rank}: training thread "
+                                           f"0x{self.thread_ident:016x} ---\n")
+                self.reporter.stacks.flush()
         self.watchdog = Watchdog(self.hb, on_stall=self._on_stall, stacks_file=self.reporter.stacks,
-                                 on_signal=on_signal or self._on_signal, on_flush=self._on_flush,
-                                 install_wakeup_fd=True, stall_exit_code=ec.HANG)
+                                 on_signal=(on_signal or self._on_signal) if in_main else None,
+                                 on_flush=self._on_flush, install_wakeup_fd=in_main, stall_exit_code=ec.HANG,
+                                 exit_on_stall=self._stalled is None,
+                                 max_period_s=PUBLISH_EVERY_S if self.learner is not None else None,
+                                 alarm=self.hard_stop == "SIGALRM")
         self.watchdog.start()
         self.active = True
         return self
@@ -182,7 +226,7 @@ class Guard:
         self.info.setdefault("code_version", self.env.get("K8SDDP_CODE_VERSION"))
         self.info.setdefault("restart_count", self.env.get("TORCHELASTIC_RESTART_COUNT"))
         self.info.setdefault("python", sys.version.split()[0])
-        ident = threading.main_thread().ident
+        ident = self.thread_ident or threading.main_thread().ident
         self.info.setdefault("main_thread", f"0x{ident:016x}" if ident is not None else None)
         with contextlib.suppress(OSError):
             self.reporter.started(self.info)
@@ -203,7 +247,13 @@ class Guard:
         if self.learner is not None:
             with contextlib.suppress(Exception):
                 self.learner.fired(stall.phase)
-        self.reporter.on_stall(stall)
+        try:
+            self.reporter.on_stall(stall)
+        finally:
+            if self._stalled is not None:
+                self._stalled()
+                if self.watchdog is not None:  # it returned: the caller chose to live on
+                    self.watchdog.disarm_hard()
 
     def is_preemption(self) -> bool:
         """``True`` when the launcher dropped its ``preempt`` marker, or there is no launcher."""

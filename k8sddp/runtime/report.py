@@ -41,6 +41,8 @@ class Reporter:
         self.local_rank = local_rank
         self.world = world_size
         self.hb: Heartbeat | None = None
+        #: the node rank, written into every record when set (``k8sddp.ray``)
+        self.node: int | None = None
         #: ``phase -> {budget_source, ...}`` for the failure record (set by the guard).
         self.budget_info: Callable[[str], dict[str, Any]] | None = None
         self._lock = threading.Lock()
@@ -57,7 +59,8 @@ class Reporter:
     def _base(self) -> dict[str, Any]:
         hb = self.hb
         now = time.monotonic()
-        return {
+        node = {} if self.node is None else {"node": self.node}
+        return {**node,
             "rank": self.rank, "local_rank": self.local_rank, "world_size": self.world,
             "pid": os.getpid(), "host": socket.gethostname(), "time": _utc(),
             "step": hb.step if hb else None, "phase": hb.phase if hb else None,
@@ -119,6 +122,11 @@ class Reporter:
         ``fr-rank<R>.pkl``; gloo records collectives but never dumps by itself (torch 2.13, measured).
         Must run before ``destroy_process_group()``. Returns the path, or ``None``."""
         if self.run is None:
+            return None
+        if "torch.distributed" not in sys.modules:  # no process group: importing torch here (seconds)
+            with contextlib.suppress(OSError, ValueError):  # would only eat the hard stop's margin
+                sys.stderr.write(f"k8sddp train: rank {self.rank}: no flight-recorder dump: "
+                                 "torch.distributed is not imported\n")
             return None
         try:
             import torch._C._distributed_c10d as c10d

@@ -143,6 +143,12 @@ class Watchdog:
         hard_stop: arm the C-level hard stop (``False``: the soft watchdog only).
         exit_on_stall: ``os._exit(stall_exit_code)`` after ``on_stall`` (``False``: the thread
             just ends; for embedding and tests).
+        max_period_s: wake at least this often (seconds; default: only the quarter budget). The
+            guard passes the learned budgets' publishing interval, so that a budget learned
+            after the warm-up applies within seconds, not a quarter of the fixed budget later.
+        alarm: end the process with the kernel timer's SIGALRM (its default action must be in
+            place); ``False``: with ``faulthandler.dump_traceback_later(exit=True)`` (exit 1),
+            where SIGALRM has a handler that a thread other than the main one cannot reset.
     """
 
     def __init__(
@@ -159,6 +165,8 @@ class Watchdog:
         fire_grace_s: float = 10.0,
         hard_stop: bool = True,
         exit_on_stall: bool = True,
+        max_period_s: float | None = None,
+        alarm: bool = True,
     ) -> None:
         self.hb = heartbeat
         self._on_stall = on_stall
@@ -170,6 +178,8 @@ class Watchdog:
         self._fire_grace = fire_grace_s
         self._hard = hard_stop
         self._exit_on_stall = exit_on_stall
+        self._alarm = alarm
+        self._max_period = max_period_s
         self._lock = threading.Lock()
         self._stopping = False
         self._timer: tuple[float, Callable[[], None]] | None = None
@@ -214,7 +224,8 @@ class Watchdog:
         with self._lock:
             if self._hard:
                 faulthandler.cancel_dump_traceback_later()
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                if self._alarm:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
 
     def extend_hard(self, seconds: float) -> None:
         """Re-arm the hard stop ``seconds`` from now (used while a failure is being reported)."""
@@ -225,20 +236,22 @@ class Watchdog:
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._w, b"\0")
 
-    @staticmethod
-    def _period(budget: float) -> float:
-        return max(0.05, budget / 4.0)
+    def _period(self, budget: float) -> float:
+        period = max(0.05, budget / 4.0)
+        return min(period, self._max_period) if self._max_period is not None else period
 
     def _arm_at(self, delay: float) -> None:
         if not self._hard:
             return
         with self._lock:
             self._hard_deadline = _mono() + delay
+            exit_now = not self._alarm
             if self._stacks is not None:
-                faulthandler.dump_traceback_later(delay, repeat=False, file=self._stacks, exit=False)
+                faulthandler.dump_traceback_later(delay, repeat=False, file=self._stacks, exit=exit_now)
             else:
-                faulthandler.dump_traceback_later(delay, repeat=False, exit=False)
-            signal.setitimer(signal.ITIMER_REAL, delay + KILL_AFTER_DUMP_S)
+                faulthandler.dump_traceback_later(delay, repeat=False, exit=exit_now)
+            if self._alarm:
+                signal.setitimer(signal.ITIMER_REAL, delay + KILL_AFTER_DUMP_S)
 
     def _arm_hard(self, now: float, budget: float) -> None:
         # The thread re-arms at the latest one period from now; a stall that begins just before
@@ -293,6 +306,11 @@ class Watchdog:
                 continue
             self._arm_hard(now, budget)
             self._flush()
+            if hb.budget != budget:
+                # the flush set a new budget (a learned one, :mod:`.budgets`): plan with it now,
+                # not one period of the old budget later (measured under Ray: a learned 10 s
+                # budget fired 24 s after the last beat, the old 60 s budget's period late)
+                continue
             wake = min(deadline, now + self._period(budget))
             if timer is not None:
                 wake = min(wake, timer[0])

@@ -147,6 +147,37 @@ def test_prune_keeps_newest_complete_and_drops_leftovers(tmp_path: Path) -> None
 
 
 # -- watchdog --------------------------------------------------------------------------------
+def test_a_budget_lowered_by_the_flush_takes_effect_at_once() -> None:
+    """The learned budgets are set from the watchdog's own flush: a budget lowered there during a
+    stall must fire at the new deadline, not one period (a quarter) of the old budget later."""
+    from k8sddp.runtime.budgets import LearningHeartbeat
+
+    fired: list[tuple[Stall, float]] = []
+    done = threading.Event()
+    hb = LearningHeartbeat({"step": 40.0}, 40.0, 0)
+    hb.beat(1, "step")
+    stalled_at = hb.last
+    flushes: list[float] = []
+
+    def on_flush(entries: list[tuple[int, str, float]]) -> None:
+        flushes.append(time.monotonic())
+        if len(flushes) == 1:
+            hb.set_budget("step", 0.5)  # what BudgetLearner.update does once warmed up
+
+    def on_stall(stall: Stall) -> None:
+        fired.append((stall, time.monotonic()))
+        done.set()
+
+    wd = Watchdog(hb, on_stall=on_stall, on_flush=on_flush, hard_stop=False, exit_on_stall=False).start()
+    try:
+        assert done.wait(5.0)  # the old budget's period alone is 10 s
+    finally:
+        wd.stop()
+    stall, at = fired[0]
+    assert stall.budget_s == 0.5
+    assert 0.5 <= at - stalled_at < 0.5 + 0.5
+
+
 def test_watchdog_fires_within_budget_plus_wakeup_and_not_while_beating() -> None:
     fired: list[tuple[Stall, float]] = []
     done = threading.Event()
