@@ -68,6 +68,14 @@ class StatusModel:
             ``replica-index`` (empty where a kind has no such label).
         container: the training container's name in the pods (``pytorch``), or ``""`` when the
             kind picks it by position.
+        namespaced: the resource lives in a namespace (``False``: cluster-scoped, a
+            ``ClusterTrainingRuntime``).
+        failed_condition: the condition type that means the job failed for good.
+        replicas: values of the ``replica-type`` pod label (``logs --replica``), lower case.
+        log_replica: the replica whose pods ``logs`` shows by default (``master``; ``""``: every pod).
+        replica_status: where ``status`` keeps the per-replica counts: ``replicaStatuses`` (a
+            mapping of replica to counts, Kubeflow v1) or ``jobsStatus`` (a list of
+            ``{name, active, succeeded, failed, ...}``, Trainer v2); ``""``: none.
     """
 
     plural: str
@@ -76,6 +84,34 @@ class StatusModel:
     final_conditions: frozenset[str]
     pod_labels: Mapping[str, str]
     container: str
+    namespaced: bool = True
+    failed_condition: str = "Failed"
+    replicas: tuple[str, ...] = ()
+    log_replica: str = ""
+    replica_status: str = ""
+
+    def replica_counts(self, status: Any) -> dict[str, dict[str, int]]:
+        """``{"Master": {"active": 1, "succeeded": 0, "failed": 0}, ...}`` from an object's ``status``
+        (``{}`` when the kind keeps no counts or ``status`` holds none)."""
+        keys = ("active", "succeeded", "failed")
+        held = status.get(self.replica_status) if isinstance(status, _MAPPING) and self.replica_status else None
+        out: dict[str, dict[str, int]] = {}
+        if isinstance(held, _MAPPING):
+            for rtype, counts in held.items():
+                if isinstance(counts, _MAPPING):
+                    out[str(rtype)] = {k: _count(counts.get(k)) for k in keys}
+        elif isinstance(held, list):
+            for entry in held:
+                if isinstance(entry, _MAPPING) and entry.get("name"):
+                    out[str(entry["name"])] = {k: _count(entry.get(k)) for k in keys}
+        return out
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclasses.dataclass
@@ -107,6 +143,12 @@ class Kind(abc.ABC):
         references: ``(group, kind)`` of other objects this kind resolves by name (a TrainJob's
             runtime): the input's objects of those kinds are put in :attr:`CheckContext.objects`.
         status: how the kind reports status.
+        submit_role: what ``submit`` does with an object of the kind: ``job`` (created, then
+            followed by ``--wait``, ``status``, ``logs``, ``delete``), ``runtime`` (applied before the
+            jobs that refer to it), ``""`` (validated, not created).
+        local_runner: how ``submit --local`` runs an object of the kind: ``operator`` (the Kubeflow
+            v1 operator's per-pod policy, :mod:`k8sddp.local.runner`), ``jobset`` (a JobSet's,
+            :mod:`k8sddp.local.jobset`), ``""`` (it cannot).
     """
 
     group: ClassVar[str]
@@ -114,6 +156,8 @@ class Kind(abc.ABC):
     versions: ClassVar[tuple[str, ...]]
     references: ClassVar[tuple[tuple[str, str], ...]] = ()
     status: ClassVar[StatusModel]
+    submit_role: ClassVar[str] = ""
+    local_runner: ClassVar[str] = ""
 
     @property
     def api_versions(self) -> tuple[str, ...]:
@@ -126,6 +170,13 @@ class Kind(abc.ABC):
             return None
         expected = " or ".join(repr(a) for a in self.api_versions)
         return RawFinding("KDP101", ("apiVersion",), f"apiVersion {obj.get('apiVersion')!r} is not served for {self.kind}; expected {expected}")
+
+    def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
+        """The objects of :attr:`references` kinds that ``obj`` names: ``(group, kind, namespace,
+        name)``, namespace ``None`` for a cluster-scoped kind. ``namespace`` is ``obj``'s own, else
+        the one it is applied to. ``submit`` reads those the input lacks from the API server, and
+        refuses a job whose reference is on neither. Default: none."""
+        return []
 
     @abc.abstractmethod
     def check_structure(self, obj: Mapping[str, Any]) -> list[RawFinding]:
