@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ClusterError, UsageError
+from .resources import Resource
 
 if TYPE_CHECKING:
     from ..kinds.base import Kind
@@ -69,16 +70,15 @@ def find_job(cluster: Cluster, name: str, kind_name: str | None = None) -> tuple
         which = ", ".join(f"--kind {k.kind.lower()}" for k, _ in found)
         raise UsageError(f'{names} are both named "{name}" in namespace "{cluster.namespace}": say which with {which.replace(", ", " or ")}')
     if len(unserved) == len(jobs):
-        from .resources import Resource
-
         needs = "; ".join(f"{k.kind} ({Resource.of(k).api_version}) needs {Resource.of(k).needs or 'its operator'}" for k in jobs.values())
         raise ClusterError(
             f"the API server at {cluster.server} serves none of {names} (their CRDs are not installed): {needs}; see docs/cluster.md",
             status=404,
             reason="NotFound",
         )
-    if len(missing) == 1:
-        raise missing[0]  # the one kind the cluster serves: the API server's own words
+    note = "".join(f"; no {k.kind} either: this cluster does not serve {Resource.of(k).api_version} ({Resource.of(k).needs})"
+                   for k in jobs.values() if k.kind in unserved)
+    if len(missing) == 1:  # the one kind the cluster serves: the API server's own words
+        raise ClusterError(f"{missing[0]}{note}", status=404, reason="NotFound")
     looked = " or ".join(k.kind for k in jobs.values() if k.kind not in unserved)
-    note = f" ({', '.join(unserved)}: not served by this cluster)" if unserved else ""
-    raise ClusterError(f'no {looked} named "{name}" in namespace "{cluster.namespace}"{note}', status=404, reason="NotFound")
+    raise ClusterError(f'{looked} "{name}" not found in namespace "{cluster.namespace}"{note}', status=404, reason="NotFound")

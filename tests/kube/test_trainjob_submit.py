@@ -139,7 +139,7 @@ def test_trainjob_submit_status_logs_delete(cli: Any, trainer_crds: Kube, namesp
     res = k(cli, kube, "delete", "tj", "-n", namespace)  # now only the PyTorchJob has the name
     assert res.code == 0 and res.out == 'pytorchjob.kubeflow.org "tj" deleted\n', res.err
     res = k(cli, kube, "status", "tj", "-n", namespace)
-    assert res.code == 3 and 'no PyTorchJob or TrainJob named "tj"' in res.err, res.err
+    assert res.code == 3 and 'PyTorchJob or TrainJob "tj" not found in namespace' in res.err, res.err
 
 
 def test_wait_follows_a_trainjob_to_failed(trainer_crds: Kube, namespace: str, runtime_name: str, cli: Any, tmp_path: Path) -> None:
