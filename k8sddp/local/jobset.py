@@ -79,11 +79,41 @@ class LocalTrainJob(PodRunner):
             raise UsageError(f"TrainJob {self.name}: {exc}") from None
         for skipped in self.plan.skipped:
             self.progress.event(f"{self.name}: note: replicatedJob {skipped}")
+        self._check_gpus()
         self.jobs = [_Job(p) for p in self.plan.jobs]
         self.restarts = 0  # JobSet restarts counted against maxRestarts
         self.all_restarts = 0
         self._build_pods()
         self.note_reused()
+
+    def _check_gpus(self) -> None:
+        """Refuse a run whose pods ask for more GPUs than this machine has (every pod runs here).
+
+        Raises:
+            UsageError: with the way to run it on CPU.
+        """
+        from ..validate.strictchecks import GPU_RESOURCES
+
+        wanted = 0
+        for job in self.plan.jobs:
+            container = next(c for c in job.pod_spec.get("containers") or [] if c.get("name") == job.container)
+            limits = (container.get("resources") or {}).get("limits") or {}
+            per_pod = sum(int(str(limits.get(r))) for r in GPU_RESOURCES if str(limits.get(r, "")).isdigit())
+            wanted += per_pod * job.completions
+        if not wanted:
+            return
+        try:
+            import torch
+
+            have = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+        except ImportError:
+            have = 0
+        if wanted > have:
+            raise UsageError(
+                f"TrainJob {self.name}: --local runs every pod on this machine, which has {have} GPU(s) visible to torch; "
+                f"the pods ask for {wanted}. Run it on CPU: --set spec.gpusPerNode=0 for a DDPJob spec, or remove the GPU "
+                "limits from spec.trainer.resourcesPerNode"
+            )
 
     def _build_pods(self) -> None:
         """(Re)create every pod of the set: new ports, the restart attempt in the labels."""

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from k8sddp.errors import JobFailedError
+from k8sddp.errors import JobFailedError, UsageError
 from k8sddp.jobstatus import Progress
 from k8sddp.local.jobset import LocalTrainJob
 from k8sddp.local.runner import LocalOptions
@@ -142,3 +142,12 @@ def test_retryable_exits_past_max_restarts_fail_the_trainjob(tmp_path: Path, cli
     with pytest.raises(JobFailedError, match="ReachedMaxRestarts"):
         run.run()
     assert attempts(tmp_path, 1) == 2 and err.getvalue().count("JobSet Restarting") == 1
+
+
+def test_more_gpus_than_this_machine_has_is_refused(tmp_path: Path, cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    job, runtime = rendered(tmp_path, cli)
+    job["spec"]["trainer"]["resourcesPerNode"]["limits"]["nvidia.com/gpu"] = 4
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UsageError, match=r"has 0 GPU\(s\) visible to torch; the pods ask for 8"):
+        LocalTrainJob(job, configmaps=[], runtimes=[runtime], options=options(tmp_path, io.StringIO()))
