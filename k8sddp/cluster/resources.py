@@ -21,7 +21,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from ..kinds.base import Kind
 
-__all__ = ["SUBMISSION_ANNOTATION", "Resource", "prepare_for_create", "resource_of"]
+__all__ = ["Resource", "SUBMISSION_ANNOTATION", "prepare_for_create", "resource_of"]
 
 #: Annotation holding a fresh id per submission: after a connection reset, a create that meets
 #: AlreadyExists reads the object back and knows it is its own first attempt by this id.

@@ -28,7 +28,7 @@ from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.objindex import ObjectIndex
 from .trainermerge import NODE, resolve, runtime_key, trainer_job
 
-__all__ = ["COMPLETION_INDEX", "JOB_COMPLETION_INDEX", "JobPlan", "TrainJobPlan", "plan"]
+__all__ = ["COMPLETION_INDEX", "JOB_COMPLETION_INDEX", "JobPlan", "TrainJobPlan", "plan", "runtime_of"]
 
 #: The completion index label and annotation of an Indexed Job's pods (batch/v1 JobCompletionIndexAnnotation).
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"

@@ -33,7 +33,7 @@ from ..jobstatus import JobState, Progress, job_state
 from .podspec import PodPlan
 from .reaper import Reaper
 
-__all__ = ["LocalOptions", "PodRunner", "POLL_SECONDS"]
+__all__ = ["LocalOptions", "POLL_SECONDS", "PodRunner"]
 
 POLL_SECONDS = 0.1
 
