@@ -153,3 +153,19 @@ def test_missing_trainer_crd_names_trainer(cli: Any, api: FakeApiServer, kubecon
     assert res.code == 3 and "Kubeflow Trainer v2" in res.err and "trainer.kubeflow.org/v1alpha1" in res.err, res.err
     res = cli("status", "demo", "--kind", "trainjob", "--kubeconfig", str(kubeconfig))
     assert res.code == 3 and "does not serve trainjobs.trainer.kubeflow.org" in res.err, res.err
+
+
+def test_credentials_for_one_kind_only(cli: Any, api: FakeApiServer, kubeconfig: Path) -> None:
+    # RBAC that lets a user read PyTorchJobs only: the TrainJob look-up is skipped, not an error
+    api.forbidden.add(("get", "trainjobs", "ml"))
+    _job(api)
+    res = cli("status", "demo", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out.startswith("demo: "), res.err
+    res = cli("status", "nope", "--kubeconfig", str(kubeconfig))
+    assert res.code == 3 and 'pytorchjobs.kubeflow.org "nope" not found in namespace "ml"' in res.err
+    assert "TrainJobs were not looked at: these credentials may not get trainjobs.trainer.kubeflow.org" in res.err
+    res = cli("status", "demo", "--kind", "trainjob", "--kubeconfig", str(kubeconfig))
+    assert res.code == 3 and "may not get trainjobs.trainer.kubeflow.org" in res.err
+    api.forbidden.add(("get", "pytorchjobs", "ml"))
+    res = cli("status", "demo", "--kubeconfig", str(kubeconfig))
+    assert res.code == 3 and "may not get" in res.err and "not found" not in res.err
