@@ -24,11 +24,12 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..schemagen_trainer import TRAINER_GROUP
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.objindex import ObjectIndex
-from .trainermerge import NODE, resolve, runtime_key, trainer_job
+from .trainermerge import NODE, resolve, strategic_merge, trainer_job
 
-__all__ = ["COMPLETION_INDEX", "JOB_COMPLETION_INDEX", "JobPlan", "TrainJobPlan", "plan", "runtime_of"]
+__all__ = ["COMPLETION_INDEX", "JOB_COMPLETION_INDEX", "JobPlan", "TrainJobPlan", "plan"]
 
 #: The completion index label and annotation of an Indexed Job's pods (batch/v1 JobCompletionIndexAnnotation).
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -116,8 +117,6 @@ def plan(trainjob: Mapping[str, Any], runtimes: Sequence[Mapping[str, Any]], nam
         ValueError: the runtime is not among ``runtimes``, or has no trainer Job with a ``node``
             container (validate reports both: KDP230, KDP134).
     """
-    from .trainermerge import TRAINER_GROUP  # (the group of both runtime kinds)
-
     index = ObjectIndex(references=((TRAINER_GROUP, "TrainingRuntime"), (TRAINER_GROUP, "ClusterTrainingRuntime")),
                         default_namespace=namespace)
     for runtime in runtimes:
@@ -132,9 +131,7 @@ def plan(trainjob: Mapping[str, Any], runtimes: Sequence[Mapping[str, Any]], nam
     for patch in as_list(get(trainjob, "spec", "runtimePatches")):
         body = get(patch, "trainingRuntimeSpec", "template", "spec")
         if isinstance(body, MAPPING):
-            from .trainermerge import strategic_merge
-
-            spec = strategic_merge(spec, body)
+            spec = strategic_merge(spec, body)  # (as resolve does: the Jobs' own settings may be patched too)
     found = trainer_job(spec)
     jobs: list[JobPlan] = []
     skipped: list[str] = []
@@ -165,9 +162,3 @@ def plan(trainjob: Mapping[str, Any], runtimes: Sequence[Mapping[str, Any]], nam
         deadline=float(deadline) if isinstance(deadline, (int, float)) and not isinstance(deadline, bool) else None,
         skipped=skipped,
     )
-
-
-def runtime_of(trainjob: Mapping[str, Any]) -> str:
-    """``ClusterTrainingRuntime 'name'`` (for messages)."""
-    _, kind, name = runtime_key(trainjob)
-    return f"{kind} {name!r}"

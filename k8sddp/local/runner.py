@@ -1,5 +1,8 @@
 """``k8sddp submit --local``: run a PyTorchJob on this machine as the Kubeflow operator would.
 
+(:func:`run_jobs` runs each job by its kind's ``local_runner``: a TrainJob as its JobSet would,
+:mod:`k8sddp.local.jobset`; the processes themselves are :mod:`k8sddp.local.procs`'.)
+
 One process group per pod (Master and Worker replicas), each running the ``pytorch`` container's
 command with the env of :mod:`k8sddp.local.podspec`, in the current Python environment. The
 restart policy is applied per pod by :mod:`k8sddp.local.policy`: when one pod fails and is
