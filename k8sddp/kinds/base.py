@@ -174,8 +174,8 @@ class Kind(abc.ABC):
     def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
         """The objects of :attr:`references` kinds that ``obj`` names: ``(group, kind, namespace,
         name)``, namespace ``None`` for a cluster-scoped kind. ``namespace`` is ``obj``'s own, else
-        the one it is applied to. ``submit`` reads those the input lacks from the API server, and
-        refuses a job whose reference is on neither. Default: none."""
+        the one it is applied to. ``validate --cluster`` reads those the input lacks from the API
+        server (:mod:`k8sddp.validate.fromcluster`). Default: none."""
         return []
 
     @abc.abstractmethod

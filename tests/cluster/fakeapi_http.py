@@ -322,8 +322,7 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         h._send_json(201, stored)
 
     def replace(h: Any, res: Res, ns: str, name: str, body: bytes) -> None:
-        """PUT: optimistic concurrency on ``metadata.resourceVersion`` (409 Conflict when stale)."""
-        obj = json.loads(body or b"{}")
+        obj = json.loads(body or b"{}")  # PUT: optimistic concurrency on resourceVersion (stale: 409 Conflict)
         with server._lock:
             old = res.store.get((ns, name))
             if old is None:
@@ -334,9 +333,8 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 return
             new = copy.deepcopy(obj)
             new["metadata"] = {**old["metadata"], **{k: v for k, v in obj["metadata"].items() if k in ("labels", "annotations")}}
-            new["status"] = old.get("status")
-            if not new.get("status"):
-                new.pop("status")
+            new.pop("status", None)
+            new.update({"status": old["status"]} if old.get("status") else {})
             if "dryRun" not in h.path:
                 new["metadata"]["resourceVersion"] = str(server._next_rv())
                 new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
