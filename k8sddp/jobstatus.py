@@ -1,4 +1,11 @@
-"""Reading and showing a PyTorchJob's status, for cluster jobs and local runs alike.
+"""Reading and showing a job's status, for cluster jobs and local runs alike.
+
+The object's kind (:func:`k8sddp.kinds.lookup` by its ``apiVersion`` and ``kind``) says how to
+read it: its :class:`~k8sddp.kinds.StatusModel` names the final conditions, the failed one and
+where the replica counts are. A TrainJob (Trainer v2.3.0 trainjob_types.go) has conditions
+``Suspended``, ``Complete``, ``Failed`` (the last two copied from its JobSet with the JobSet's
+reason: ``AllJobsCompleted``, ``FailJobSetFailurePolicyAction``, ``ReachedMaxRestarts``, ...) and
+``jobsStatus`` (``[{"name": "node", "active": 1, "succeeded": 0, "failed": 0, ...}]``).
 
 A PyTorchJob's ``status`` (kubeflow.org/v1 JobStatus; ../shared/reference/kubeflow CRD) holds
 ``conditions`` (``type`` Created, Running, Restarting, Succeeded, Suspended, Failed, each with
@@ -16,13 +23,16 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .kinds.pytorchjob import PYTORCHJOB
 
-__all__ = ["FINAL_TYPES", "JobState", "Progress", "job_state", "pods_summary"]
+if TYPE_CHECKING:
+    from .kinds.base import Kind
 
-#: Conditions after which nothing changes any more.
+__all__ = ["FINAL_TYPES", "JobState", "Progress", "job_state", "kind_of", "pods_summary"]
+
+#: A PyTorchJob's conditions after which nothing changes any more.
 FINAL_TYPES = PYTORCHJOB.status.final_conditions
 
 
@@ -37,6 +47,8 @@ class JobState:
         reason: that condition's reason (``PyTorchJobSucceeded``).
         message: that condition's message.
         replicas: ``{"Master": {"active": 1, "succeeded": 0, "failed": 0}, ...}``.
+        final_conditions: the kind's final condition types (a PyTorchJob's Succeeded, Failed).
+        failed_condition: the kind's condition of failure (``Failed``).
     """
 
     name: str
@@ -44,11 +56,18 @@ class JobState:
     reason: str
     message: str
     replicas: dict[str, dict[str, int]]
+    final_conditions: frozenset[str] = FINAL_TYPES
+    failed_condition: str = "Failed"
 
     @property
     def final(self) -> bool:
-        """True once Succeeded or Failed."""
-        return self.condition in FINAL_TYPES
+        """True once in a final condition (Succeeded or Failed; a TrainJob's Complete or Failed)."""
+        return self.condition in self.final_conditions
+
+    @property
+    def failed(self) -> bool:
+        """True once Failed."""
+        return self.condition == self.failed_condition
 
     def replicas_text(self) -> str:
         """``Master 1 active; Worker 1 active, 1 failed`` (zero counts left out)."""
@@ -66,27 +85,43 @@ class JobState:
         return f"{self.name}: {self.condition}{reason}" + (f" | {reps}" if reps else "")
 
 
+def kind_of(obj: dict[str, Any]) -> Kind:
+    """The registered kind of a job object (a PyTorchJob when its kind is not known)."""
+    from . import kinds
+
+    return kinds.lookup(obj.get("apiVersion"), obj.get("kind")) or PYTORCHJOB
+
+
 def job_state(obj: dict[str, Any]) -> JobState:
-    """The :class:`JobState` of a PyTorchJob object (as the API returns it)."""
+    """The :class:`JobState` of a job object (as the API returns it), read as its kind reports status.
+
+    The state is the last condition whose status is "True", except that a final one wins over
+    any other (a TrainJob's conditions are a map by type, so their order says nothing).
+    """
+    status_model = kind_of(obj).status
     name = (obj.get("metadata") or {}).get("name", "")
     status = obj.get("status") or {}
     current: dict[str, Any] = {}
     for cond in status.get("conditions") or []:
-        if str(cond.get("status")) == "True":
+        if isinstance(cond, dict) and str(cond.get("status")) == "True":
+            if current.get("type") in status_model.final_conditions and cond.get("type") not in status_model.final_conditions:
+                continue
             current = cond
-    replicas: dict[str, dict[str, int]] = {}
-    for rtype, counts in (status.get("replicaStatuses") or {}).items():
-        replicas[rtype] = {k: int(counts.get(k) or 0) for k in ("active", "succeeded", "failed")}
+    replicas = status_model.replica_counts(status)
+    # a kind without a Running condition (a TrainJob) runs while its counts show active replicas
+    idle = "Running" if any(c.get("active") for c in replicas.values()) else "Pending"
     return JobState(
         name=name,
-        condition=str(current.get("type") or "Pending"),
+        condition=str(current.get("type") or idle),
         reason=str(current.get("reason") or ""),
         message=str(current.get("message") or ""),
         replicas=replicas,
+        final_conditions=status_model.final_conditions,
+        failed_condition=status_model.failed_condition,
     )
 
 
-def pods_summary(pods: list[dict[str, Any]], container: str = "pytorch") -> list[str]:
+def pods_summary(pods: list[dict[str, Any]], container: str = PYTORCHJOB.status.container) -> list[str]:
     """One line per pod: ``demo-worker-0  Running  restarts=1  last exit 137 (Error)``."""
     lines = []
     for pod in pods:

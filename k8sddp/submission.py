@@ -3,8 +3,11 @@ everything validated with the same code as ``k8sddp validate``.
 
 An input is a DDPJob spec (its ``apiVersion`` in the ``k8sddp`` group, or ``kind: DDPJob``),
 rendered with :func:`k8sddp.render.render_spec`, or rendered manifests (YAML, multi-document,
-``kind: List``, or JSON). PyTorchJobs are what gets submitted; ConfigMaps in the input (and, for a
-cluster, the ones read from it) resolve their env during validation; other kinds are ignored.
+``kind: List``, or JSON). Objects of the kinds whose ``submit_role`` is ``job`` (PyTorchJob,
+TrainJob) are what gets submitted; those whose role is ``runtime`` (TrainingRuntime,
+ClusterTrainingRuntime) are applied before them; other registered kinds are validated but not
+created; ConfigMaps in the input (and, for a cluster, the ones read from it) resolve env during
+validation; other kinds are ignored.
 No flag skips validation: failing findings raise :class:`k8sddp.errors.ValidationError` (exit 1).
 """
 
@@ -30,11 +33,13 @@ class Submission:
     """The objects of one ``submit`` run.
 
     Attributes:
-        jobs: the PyTorchJobs, in input order.
+        jobs: the jobs (PyTorchJobs, TrainJobs), in input order.
         configmaps: ConfigMaps from the input.
         other: ignored objects' ``kind/name`` (reported, not submitted).
         sources: per job, the file it came from (``<stdin>`` for ``-``).
         report: the validation report, once validated.
+        runtimes: training runtimes of the input (applied before the jobs), with their files.
+        checked: other objects of registered kinds (validated with the jobs, not created), with their files.
     """
 
     jobs: list[dict[str, Any]]
@@ -42,6 +47,8 @@ class Submission:
     other: list[str]
     sources: list[str]
     report: Report | None = None
+    runtimes: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
+    checked: list[tuple[dict[str, Any], str]] = dataclasses.field(default_factory=list)
 
 
 def _is_spec(doc: Any) -> bool:
@@ -104,10 +111,14 @@ def load_inputs(paths: Sequence[str], *, sets: Sequence[str] = (), profile: str 
         SpecError: a spec that cannot be rendered (exit 1).
         ValidationError: an input that is not YAML (exit 1, with the located finding).
     """
+    from . import kinds
+
     jobs: list[dict[str, Any]] = []
     configmaps: list[dict[str, Any]] = []
     other: list[str] = []
     sources: list[str] = []
+    runtimes: list[tuple[dict[str, Any], str]] = []
+    checked: list[tuple[dict[str, Any], str]] = []
     for path in paths:
         text = _read(path)
         name = "<stdin>" if path == "-" else path
@@ -123,9 +134,14 @@ def load_inputs(paths: Sequence[str], *, sets: Sequence[str] = (), profile: str 
         elif sets:
             raise UsageError(f"{name}: --set applies to DDPJob specs, and this is a manifest")
         for doc in docs:
-            if is_workload(doc):
+            kind = kinds.lookup(doc.get("apiVersion"), doc.get("kind")) if is_workload(doc) else None
+            if kind is not None and kind.submit_role == "job":
                 jobs.append(doc)
                 sources.append(name)
+            elif kind is not None and kind.submit_role == "runtime":
+                runtimes.append((doc, name))
+            elif kind is not None:
+                checked.append((doc, name))
             elif is_configmap(doc):
                 configmaps.append(doc)
             elif isinstance(doc, dict):
@@ -136,8 +152,9 @@ def load_inputs(paths: Sequence[str], *, sets: Sequence[str] = (), profile: str 
                 report = validate_text(text, file=name, profile=profile)
                 raise ValidationError(f"{name} holds a document that is not a Kubernetes object", report.findings)
     if not jobs:
-        raise UsageError("no PyTorchJob in the input: give a DDPJob spec or a rendered PyTorchJob manifest")
-    return Submission(jobs=jobs, configmaps=configmaps, other=other, sources=sources)
+        names = " or ".join(k.kind for k in kinds.job_kinds().values())
+        raise UsageError(f"no {names} in the input: give a DDPJob spec or a rendered {names} manifest")
+    return Submission(jobs=jobs, configmaps=configmaps, other=other, sources=sources, runtimes=runtimes, checked=checked)
 
 
 def _render(path: str, text: str, sets: Sequence[str]) -> list[Any]:
@@ -173,8 +190,10 @@ def validate_submission(
     namespace: str,
     extra_configmaps: Sequence[dict[str, Any]] = (),
     validator: Validator | None = None,
+    cluster_runtimes: Sequence[dict[str, Any]] = (),
 ) -> Report:
-    """Validate every job with the input's ConfigMaps plus ``extra_configmaps``.
+    """Validate every job, runtime and other object of a registered kind with the input's
+    ConfigMaps plus ``extra_configmaps`` (and the runtimes read from the cluster).
 
     Args:
         sub: the loaded input.
@@ -182,6 +201,8 @@ def validate_submission(
         namespace: the namespace objects without one will be applied to.
         extra_configmaps: ConfigMaps read from the cluster.
         validator: ``validate_objects`` (default: :func:`k8sddp.validate.validate_objects`).
+        cluster_runtimes: training runtimes the jobs refer to, read from the cluster: they resolve
+            the TrainJobs' trainer containers (a reference, not checked themselves).
 
     Returns:
         The merged report (also stored in ``sub.report``).
@@ -196,10 +217,14 @@ def validate_submission(
     report = Report()
     cms = list(sub.configmaps) + list(extra_configmaps)
     by_file: dict[str, list[dict[str, Any]]] = {}
-    for job, src in zip(sub.jobs, sub.sources, strict=True):
+    for job, src in [*zip(sub.jobs, sub.sources, strict=True), *sub.runtimes, *sub.checked]:
         by_file.setdefault(src, []).append(job)
-    for src, jobs in by_file.items():
-        report.merge(validator(jobs, file=src, profile=profile, configmaps=cms, namespace=namespace))
+    # a job may refer to a runtime of another file: every file's check sees every runtime
+    runtimes = [r for r, _ in sub.runtimes] + list(cluster_runtimes)
+    for src, objs in by_file.items():
+        refs = [r for r in runtimes if not any(r is o for o in objs)]
+        kwargs: dict[str, Any] = {"references": refs} if refs else {}
+        report.merge(validator(objs, file=src, profile=profile, configmaps=cms, namespace=namespace, **kwargs))
     sub.report = report
     failing = report.failing()
     if failing:

@@ -1,4 +1,10 @@
-"""Finding a PyTorchJob's pods and printing their logs.
+"""Finding a job's pods and printing their logs, by the labels its kind's controller sets
+(:attr:`k8sddp.kinds.StatusModel.pod_labels`; default: the PyTorchJob's).
+
+A TrainJob's pods are its JobSet's (Trainer v2.3.0 names the JobSet after the TrainJob; JobSet
+v0.12.0 labels each pod ``jobset.sigs.k8s.io/jobset-name``, ``jobset.sigs.k8s.io/replicatedjob-name``
+(``node`` for the trainer), and the Job controller ``batch.kubernetes.io/job-completion-index``, the
+node rank); the training container is ``node``. A PyTorchJob's:
 
 The Kubeflow training operator labels every pod it creates (kubeflow/common
 pkg/apis/common/v1/constants.go; training-operator pkg/controller.v1/common/pod.go, v1.9):
@@ -13,11 +19,14 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import ClusterError, UsageError
 from ..kinds.pytorchjob import PYTORCHJOB
 from .client import Cluster
+
+if TYPE_CHECKING:
+    from ..kinds.base import Kind
 
 __all__ = [
     "JOB_NAME_LABEL",
@@ -35,45 +44,53 @@ REPLICA_INDEX_LABEL = PYTORCHJOB.status.pod_labels["replica-index"]
 CONTAINER = PYTORCHJOB.status.container
 
 
-def job_selector(name: str, replica: str | None = None, index: int | None = None) -> str:
-    """The label selector of a job's pods, optionally of one replica type and index.
+def job_selector(name: str, replica: str | None = None, index: int | None = None, *, kind: Kind | None = None) -> str:
+    """The label selector of the pods of job ``name`` of ``kind`` (default: a PyTorchJob),
+    optionally of one replica type and index.
 
     >>> job_selector("demo", "worker", 1)
     'training.kubeflow.org/job-name=demo,training.kubeflow.org/replica-type=worker,training.kubeflow.org/replica-index=1'
+    >>> from k8sddp.kinds import TRAINJOB
+    >>> job_selector("demo", "node", 1, kind=TRAINJOB)
+    'jobset.sigs.k8s.io/jobset-name=demo,jobset.sigs.k8s.io/replicatedjob-name=node,batch.kubernetes.io/job-completion-index=1'
     """
-    parts = [f"{JOB_NAME_LABEL}={name}"]
-    if replica:
-        parts.append(f"{REPLICA_TYPE_LABEL}={replica.lower()}")
-    if index is not None:
-        parts.append(f"{REPLICA_INDEX_LABEL}={index}")
+    labels = (kind or PYTORCHJOB).status.pod_labels
+    parts = [f"{labels['job-name']}={name}"]
+    if replica and "replica-type" in labels:
+        parts.append(f"{labels['replica-type']}={replica.lower()}")
+    if index is not None and "replica-index" in labels:
+        parts.append(f"{labels['replica-index']}={index}")
     return ",".join(parts)
 
 
 def select_pods(
-    cluster: Cluster, name: str, *, replica: str | None, index: int | None
+    cluster: Cluster, name: str, *, replica: str | None, index: int | None, kind: Kind | None = None
 ) -> list[dict[str, Any]]:
-    """The job's pods for ``logs``: by default the Master's (else every pod of the job).
+    """The job's pods for ``logs``: by default those of the kind's log replica (a PyTorchJob's
+    Master, a TrainJob's ``node`` pods), else every pod of the job.
 
     Raises:
         ClusterError: no such pods (reason ``NotFound``); then the job is read, so that a missing
-            job or a missing PyTorchJob CRD is reported as such; or the API failed.
+            job or a missing CRD is reported as such; or the API failed.
     """
+    kind = kind or PYTORCHJOB
     if replica is None and index is None:
-        pods = cluster.list_pods(job_selector(name, "master"))
+        default = kind.status.log_replica
+        pods = cluster.list_pods(job_selector(name, default, kind=kind)) if default else []
         if not pods:
-            pods = cluster.list_pods(job_selector(name))
+            pods = cluster.list_pods(job_selector(name, kind=kind))
     else:
-        pods = cluster.list_pods(job_selector(name, replica or None, index))
+        pods = cluster.list_pods(job_selector(name, replica or None, index, kind=kind))
     if not pods:
-        # say why when we can: no PyTorchJob CRD, or no such job (as status and delete say)
+        # say why when we can: no CRD, or no such job (as status and delete say)
         try:
-            cluster.get_job(name)
+            cluster.get_job(name, kind=kind)
         except ClusterError as exc:
             if exc.status != 403:  # may list pods but not read jobs: keep the general message
                 raise
         what = f" {replica or 'any replica'}" + (f" index {index}" if index is not None else "")
         raise ClusterError(
-            f'no pods of job "{name}" ({what.strip()}) in namespace "{cluster.namespace}": '
+            f'no pods of job "{name}" ({kind.kind}, {what.strip()}) in namespace "{cluster.namespace}": '
             "the job has not started them yet, or its pods were cleaned up",
             status=404,
             reason="NotFound",
@@ -88,8 +105,9 @@ def stream_logs(
     follow: bool,
     out: BinaryIO | None = None,
     tail_lines: int | None = None,
+    container: str = CONTAINER,
 ) -> None:
-    """Write the ``pytorch`` container's log of each pod to ``out``.
+    """Write the training container's log (``container``: ``pytorch``, a TrainJob's ``node``) of each pod to ``out``.
 
     One pod: its log as is. Several: each line prefixed ``[pod-name] `` (as ``kubectl logs
     --prefix``); with ``follow`` they stream concurrently, one thread per pod, and return when
@@ -97,7 +115,7 @@ def stream_logs(
 
     Raises:
         ClusterError: a log could not be read (the first error of any pod).
-        UsageError: a pod has no ``pytorch`` container.
+        UsageError: a pod has no such container.
     """
     sink = out or sys.stdout.buffer
     lock = threading.Lock()
@@ -107,11 +125,11 @@ def stream_logs(
     def one(pod: dict[str, Any]) -> None:
         pname = pod["metadata"]["name"]
         names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
-        if names and CONTAINER not in names:
-            raise UsageError(f'pod "{pname}" has no container named "{CONTAINER}" (it has {", ".join(map(str, names))})')
+        if names and container not in names:
+            raise UsageError(f'pod "{pname}" has no container named "{container}" (it has {", ".join(map(str, names))})')
         tag = f"[{pname}] ".encode() if prefix else b""
         pending = b""
-        for chunk in cluster.pod_log(pname, container=CONTAINER, follow=follow, tail_lines=tail_lines):
+        for chunk in cluster.pod_log(pname, container=container, follow=follow, tail_lines=tail_lines):
             if not prefix:
                 with lock:
                     sink.write(chunk)

@@ -14,7 +14,7 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from ..cluster.client import Cluster
 
-__all__ = ["add_cluster_flags", "connect", "parse_count", "parse_duration", "parse_seconds"]
+__all__ = ["add_cluster_flags", "add_kind_flag", "connect", "parse_count", "parse_duration", "parse_seconds"]
 
 
 def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +25,17 @@ def add_cluster_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--kubeconfig",
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else the in-cluster service account)",
+    )
+
+
+def add_kind_flag(parser: argparse.ArgumentParser) -> None:
+    """Add ``--kind`` (the job kinds ``submit`` creates: ``pytorchjob``, ``trainjob``; default: look the name up)."""
+    from ..cluster.locate import kind_choices
+
+    choices = kind_choices()
+    parser.add_argument(
+        "--kind", choices=choices, type=str.lower,
+        help=f"the job's kind ({', '.join(choices)}); default: the one kind that has a job of this name (exit 2 when several do)",
     )
 
 

@@ -1,9 +1,14 @@
-"""``k8sddp logs NAME [--replica master|worker] [--index N] [-f]``: the training container's logs.
+"""``k8sddp logs NAME [--kind K] [--replica R] [--index N] [-f]``: the training container's logs.
 
-Pods are found by the operator's labels (:mod:`k8sddp.cluster.pods`): by default the Master's pod
-(or, for a Worker-only job, every pod, each line prefixed with its pod's name); ``--replica`` and
-``--index`` narrow it. ``-f`` follows until the containers end. Exit 0, or 3 when no pod matches or
-the API fails.
+The kind is ``--kind``, else the one kind with a job of that name (:mod:`k8sddp.cluster.locate`).
+Pods are found by the controller's labels (:mod:`k8sddp.cluster.pods`): for a PyTorchJob by default
+the Master's pod (or, for a Worker-only job, every pod), for a TrainJob every ``node`` pod (the
+JobSet's trainer Job), several pods' lines prefixed with their pod's name; ``--replica``
+(PyTorchJob: ``master``, ``worker``; TrainJob: a replicatedJob, ``node``, ``dataset-initializer``,
+``model-initializer``) and ``--index`` (replica index; a TrainJob's node rank, the Job completion
+index) narrow it. The container is the kind's training container (``pytorch``, ``node``). ``-f``
+follows until the containers end. Exit 0; 2 for a replica the kind does not have, or a name that
+jobs of several kinds have without ``--kind``; 3 when no pod matches or the API fails.
 """
 
 from __future__ import annotations
@@ -12,15 +17,17 @@ import argparse
 from typing import Any
 
 from ..errors import UsageError
-from ._clusterflags import add_cluster_flags, require_name
+from ._clusterflags import add_cluster_flags, add_kind_flag, require_name
 
 
 def register(subparsers: Any) -> None:
     """Add the ``logs`` subcommand."""
-    p = subparsers.add_parser("logs", help="print (or follow) the logs of a PyTorchJob's pods")
-    p.add_argument("name", help="the PyTorchJob's name")
-    p.add_argument("--replica", choices=("master", "worker"), type=str.lower, help="replica type")
-    p.add_argument("--index", type=int, help="replica index (0-based)")
+    p = subparsers.add_parser("logs", help="print (or follow) the logs of a PyTorchJob's or TrainJob's pods")
+    p.add_argument("name", help="the job's name")
+    add_kind_flag(p)
+    p.add_argument("--replica", type=str.lower,
+                   help="replica type: master or worker (PyTorchJob), a replicatedJob such as node (TrainJob)")
+    p.add_argument("--index", type=int, help="replica index (0-based; a TrainJob's node rank)")
     p.add_argument("-f", "--follow", action="store_true", help="stream until the containers end")
     p.add_argument("--tail", type=int, default=None, help="only the last N lines of each pod")
     add_cluster_flags(p)
@@ -31,9 +38,11 @@ def run(args: argparse.Namespace) -> int:
     """Handle ``k8sddp logs``.
 
     Raises:
-        UsageError: a negative ``--index`` or ``--tail``.
-        ClusterError: no pods, or the API failed.
+        UsageError: a negative ``--index`` or ``--tail``, a replica the job's kind does not have,
+            jobs of several kinds with the name and no ``--kind``.
+        ClusterError: no such job, no pods, or the API failed.
     """
+    from ..cluster.locate import find_job
     from ..cluster.pods import select_pods, stream_logs
     from ._clusterflags import connect
 
@@ -43,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--tail must be >= 0")
     name = require_name(args.name)
     cluster = connect(args)
-    pods = select_pods(cluster, name, replica=args.replica, index=args.index)
-    stream_logs(cluster, pods, follow=args.follow, tail_lines=args.tail)
+    kind, _ = find_job(cluster, name, args.kind)
+    if args.replica is not None and args.replica not in kind.status.replicas:
+        raise UsageError(f"--replica {args.replica!r}: a {kind.kind} has replicas {', '.join(kind.status.replicas)}")
+    pods = select_pods(cluster, name, replica=args.replica, index=args.index, kind=kind)
+    stream_logs(cluster, pods, follow=args.follow, tail_lines=args.tail, container=kind.status.container)
     return 0

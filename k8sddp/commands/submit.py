@@ -1,12 +1,15 @@
-"""``k8sddp submit SPEC_OR_MANIFEST...``: validated PyTorchJobs to a cluster, or run locally.
+"""``k8sddp submit SPEC_OR_MANIFEST...``: validated PyTorchJobs and TrainJobs to a cluster, or run locally.
 
 Steps: read the inputs (rendering DDPJob specs), read from the cluster the ConfigMaps the jobs take
-env from and the input lacks (read-only), validate everything with the same code as
-``k8sddp validate`` (failing findings: exit 1, nothing submitted; no flag skips this), then create
-each PyTorchJob (``--dry-run=server``: the server's dry run with strict field validation;
-``--dry-run=client``: validation only), print the result kubectl-like, and with ``--wait`` follow
-the job to its end. ``--local`` runs the jobs on this machine instead (:mod:`k8sddp.local`).
-Exit codes (../shared/CONTRACT.md): 0, 1 refused, 2 usage, 3 cluster, 4 Failed, 5 timed out.
+env from and the training runtimes the TrainJobs refer to that the input lacks (read-only; a
+runtime neither in the input nor on the cluster refuses the submission, exit 3), validate
+everything with the same code as ``k8sddp validate`` (failing findings: exit 1, nothing submitted;
+no flag skips this), apply the input's training runtimes (created, or replaced when they differ,
+as kubectl apply), then create each job (``--dry-run=server``: the server's dry run with strict
+field validation; ``--dry-run=client``: validation only), print the result kubectl-like, and with
+``--wait`` follow the job to its end. ``--local`` runs the jobs on this machine instead
+(:mod:`k8sddp.local`). Exit codes (../shared/CONTRACT.md): 0, 1 refused, 2 usage, 3 cluster, 4
+Failed, 5 timed out.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def register(subparsers: Any) -> None:
     """Add the ``submit`` subcommand."""
     p = subparsers.add_parser(
         "submit",
-        help="validate and submit PyTorchJobs to a cluster (or run them locally with --local)",
+        help="validate and submit PyTorchJobs and TrainJobs to a cluster (or run them locally with --local)",
         description=_plain(__doc__.split("\n\n")[1]) if __doc__ else None,
     )
     p.add_argument("inputs", nargs="+", metavar="SPEC_OR_MANIFEST", help="DDPJob spec or rendered manifest; - for stdin")
@@ -114,12 +117,13 @@ def _check_namespaces(jobs: list[dict[str, Any]], namespace: str | None) -> None
 
 
 def _note_skipped(sub: Any) -> None:
-    """Name the objects of the input other than PyTorchJobs, which submit does not create or run."""
-    if sub.configmaps or sub.other:
-        skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps] + sub.other
+    """Name the objects of the input that submit does not create or run (ConfigMaps, other kinds)."""
+    skipped = [f"ConfigMap/{c['metadata'].get('name')}" for c in sub.configmaps]
+    skipped += [f"{o.get('kind')}/{(o.get('metadata') or {}).get('name')}" for o, _ in sub.checked] + sub.other
+    if skipped:
         sys.stderr.write(
-            "note: submit creates PyTorchJobs only; also in the input (used for validation, not created): "
-            + ", ".join(skipped) + "\n"
+            "note: submit creates PyTorchJobs and TrainJobs (and the training runtimes they use) only; "
+            "also in the input (used for validation, not created): " + ", ".join(skipped) + "\n"
         )
 
 
@@ -150,7 +154,7 @@ def _run_local(args: argparse.Namespace, sub: Any) -> int:
         timeout=args.timeout,
         restart_backoff=args.restart_backoff,
     )
-    return run_jobs(sub.jobs, configmaps=sub.configmaps, options=options)
+    return run_jobs(sub.jobs, configmaps=sub.configmaps, options=options, runtimes=[r for r, _ in sub.runtimes])
 
 
 def _visible_gpus() -> int:
@@ -212,14 +216,15 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
     extra: list[dict[str, Any]] = []
     namespace = args.namespace
     needs_cluster = args.dry_run != "client"
-    if needs_cluster or missing_configmaps(sub.jobs + sub.configmaps, namespace=namespace or "default"):
+    lacking = _missing_references(sub, namespace or "default")
+    if needs_cluster or lacking or missing_configmaps(sub.jobs + sub.configmaps, namespace=namespace or "default"):
         try:
             cluster = connect(args)
             namespace = cluster.namespace
         except UsageError:
             if needs_cluster:
                 raise
-            sys.stderr.write("note: no cluster configured; ConfigMaps missing from the input stay unresolved\n")
+            sys.stderr.write("note: no cluster configured; ConfigMaps and training runtimes missing from the input stay unresolved\n")
     namespace = namespace or "default"
     if cluster is not None:
         for ns, name in missing_configmaps(sub.jobs + sub.configmaps, namespace=namespace):
@@ -228,14 +233,26 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
                 sys.stderr.write(f'note: ConfigMap "{name}" is neither in the input nor in namespace "{ns}"\n')
             else:
                 extra.append(cm)
-    validate_submission(sub, profile=args.profile, namespace=namespace, extra_configmaps=extra)
+    fetched = _read_references(cluster, sub, namespace) if cluster is not None else []
+    validate_submission(sub, profile=args.profile, namespace=namespace, extra_configmaps=extra, cluster_runtimes=fetched)
 
+    runtimes = [r for r, _ in sub.runtimes]
     if args.dry_run == "client" or cluster is None:
-        sys.stdout.write(format_objects(sub.jobs, args.output, dry_run="client"))
+        sys.stdout.write(format_objects(runtimes + sub.jobs, args.output, dry_run="client"))
         _note_skipped(sub)
         return 0
     results: list[dict[str, Any]] = []
     verbs: list[str] = []  # "replaced" only where an old job was deleted
+    for runtime in runtimes:  # before the jobs that use them, as kubectl apply -f runtime.yaml -f job.yaml
+        try:
+            obj, verb = cluster.apply(runtime, dry_run=args.dry_run == "server")
+        except K8sddpError:
+            if results:
+                _print_results(results, verbs, args)
+            raise
+        results.append(obj)
+        verbs.append(verb)
+    applied = len(results)
     for job in sub.jobs:
         try:
             if args.replace:
@@ -246,12 +263,15 @@ def _run_cluster(args: argparse.Namespace, sub: Any) -> int:
                 results.append(cluster.create_job(job, dry_run=args.dry_run == "server"))
                 verbs.append("created")
         except K8sddpError:
-            if results:  # like kubectl: the jobs before the failing one stay
+            if results:  # like kubectl: the objects before the failing one stay
                 _print_results(results, verbs, args)
-                names = ", ".join(r["metadata"].get("name", "?") for r in results)
-                sys.stderr.write(f"note: {len(results)} job(s) before the failure were created and stay: {names}\n")
+                jobs = results[applied:]
+                names = ", ".join(r["metadata"].get("name", "?") for r in jobs)
+                runtimes_note = f" ({applied} training runtime(s) applied before them stay too)" if applied else ""
+                sys.stderr.write(f"note: {len(jobs)} job(s) before the failure were created and stay: {names or 'none'}{runtimes_note}\n")
             raise
     _print_results(results, verbs, args)
+    results = results[applied:]
     verb = "replaced" if args.replace else "created"
     elsewhere = sorted({str(r["metadata"].get("namespace")) for r in results
                         if r["metadata"].get("namespace") not in (None, cluster.namespace)})
@@ -281,7 +301,7 @@ def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, An
     import time
 
     from ..cluster.wait import wait_for_job
-    from ..jobstatus import Progress
+    from ..jobstatus import Progress, kind_of
 
     deadline = None if args.timeout is None else time.monotonic() + args.timeout
     progress = Progress(sys.stderr)
@@ -290,9 +310,73 @@ def _wait_all(args: argparse.Namespace, cluster: Any, results: list[dict[str, An
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             wait_for_job(cluster.with_namespace(meta.get("namespace") or cluster.namespace), meta["name"],
-                         timeout=left, progress=progress)
+                         timeout=left, progress=progress, kind=kind_of(obj))
         except KeyboardInterrupt:
             sys.stderr.write(f'\nstopped waiting; job "{meta["name"]}" keeps running on the cluster '
                              f"(k8sddp delete {meta['name']} stops it)\n")
             raise
     return 0
+
+
+def _references(sub: Any, namespace: str) -> list[tuple[str, str, str | None, str]]:
+    """``(group, kind, namespace or None, name)`` of every object the jobs refer to (a TrainJob's
+    runtime; ``None``: cluster-scoped), without repeats, in input order."""
+    from .. import kinds
+
+    out: list[tuple[str, str, str | None, str]] = []
+    for job in sub.jobs:
+        kind = kinds.lookup(job.get("apiVersion"), job.get("kind"))
+        own_ns = (job.get("metadata") or {}).get("namespace") or namespace
+        for key in kind.referenced_objects(job, own_ns) if kind is not None else []:
+            if key not in out:
+                out.append(key)
+    return out
+
+
+def _in_input(sub: Any, key: tuple[str, str, str | None, str], namespace: str) -> bool:
+    from ..validate.objindex import api_group
+
+    group, kind, ns, name = key
+    for obj, _ in sub.runtimes:
+        meta = obj.get("metadata") or {}
+        same = api_group(obj.get("apiVersion")) == group and obj.get("kind") == kind and meta.get("name") == name
+        if same and (ns is None or (meta.get("namespace") or namespace) == ns):
+            return True
+    return False
+
+
+def _missing_references(sub: Any, namespace: str) -> list[tuple[str, str, str | None, str]]:
+    """The references of :func:`_references` that the input does not hold."""
+    return [key for key in _references(sub, namespace) if not _in_input(sub, key, namespace)]
+
+
+def _read_references(cluster: Any, sub: Any, namespace: str) -> list[dict[str, Any]]:
+    """Read from the cluster the objects the jobs refer to that the input lacks (read-only).
+
+    Raises:
+        ClusterError: one is neither in the input nor on the cluster (exit 3: the controller would
+            fail the job, ``TrainingRuntimeNotSupported`` or never start it), or the API failed.
+    """
+    from .. import kinds
+    from ..errors import ClusterError
+
+    fetched: list[dict[str, Any]] = []
+    for group, kind_name, ns, name in _missing_references(sub, namespace):
+        kind = kinds.lookup(f"{group}/", kind_name)
+        if kind is None or not kind.versions:
+            continue  # (not a kind k8sddp reads: validation reports the reference)
+        obj = cluster.find(name, kind, namespace=ns)
+        if obj is None:
+            users = [j["metadata"].get("name") for j in sub.jobs
+                     if any(r[1] == kind_name and r[3] == name
+                            for r in (kinds.lookup(j.get("apiVersion"), j.get("kind")) or kind).referenced_objects(j, ns))]
+            where = f' in namespace "{ns}"' if ns else ""
+            raise ClusterError(
+                f'{kind_name} "{name}"{where}, which {", ".join(map(str, users))} refer(s) to, is neither in the input nor on the '
+                f"cluster: nothing was submitted. Add it to the input (k8sddp runtime render --name {name} writes a guarded one) "
+                "or install it first",
+                status=404,
+                reason="NotFound",
+            )
+        fetched.append(obj)
+    return fetched

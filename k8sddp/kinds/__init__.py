@@ -41,6 +41,7 @@ from .ddpjob import DDPJOB  # (a wrapper: k8sddp's DDPJob spec, checked and rend
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
 from .ray import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYSERVICE, RayKind
 from .registry import (
+    job_kinds,
     kinds,
     lookup,
     lookup_wrapper,
@@ -82,6 +83,7 @@ __all__ = [
     "TrainingRuntimeKind",
     "Unwrapped",
     "Wrapper",
+    "job_kinds",
     "kinds",
     "lookup",
     "lookup_wrapper",

@@ -103,6 +103,13 @@ class StatusModel:
         pods_owner_field: the ``status`` key naming the object whose name the pods' ``cluster``
             label carries (a RayJob's ``rayClusterName``: its pods are its RayCluster's);
             ``""``: the object's own name.
+        namespaced: the resource lives in a namespace (``False``: cluster-scoped, a
+            ``ClusterTrainingRuntime``).
+        replicas: values of the ``replica-type`` pod label (``logs --replica``), lower case.
+        log_replica: the replica whose pods ``logs`` shows by default (``master``; ``""``: every pod).
+        replica_status: where ``status`` keeps the per-replica counts: ``replicaStatuses`` (a
+            mapping of replica to counts, Kubeflow v1) or ``jobsStatus`` (a list of
+            ``{name, active, succeeded, failed, ...}``, Trainer v2); ``""``: none.
     """
 
     plural: str
@@ -116,6 +123,16 @@ class StatusModel:
     failed_states: frozenset[str] = frozenset({"Failed"})
     detail_field: str = ""
     pods_owner_field: str = ""
+    namespaced: bool = True
+    replicas: tuple[str, ...] = ()
+    log_replica: str = ""
+    replica_status: str = ""
+
+    @property
+    def failed_condition(self) -> str:
+        """The condition type that means the job failed for good (for a condition-based kind: the
+        one of :attr:`failed_states`, ``Failed``)."""
+        return min(self.failed_states) if self.failed_states else "Failed"
 
     def read(self, status: Any) -> StatusReading:
         """The state in ``status`` (the object's ``status`` as the API returns it; anything that
@@ -143,6 +160,29 @@ class StatusModel:
         final = state in self.final_conditions
         return StatusReading(state, str(current.get("reason") or ""), str(current.get("message") or ""), detail,
                              final, final and state in self.failed_states)
+
+    def replica_counts(self, status: Any) -> dict[str, dict[str, int]]:
+        """``{"Master": {"active": 1, "succeeded": 0, "failed": 0}, ...}`` from an object's ``status``
+        (``{}`` when the kind keeps no counts or ``status`` holds none)."""
+        keys = ("active", "succeeded", "failed")
+        held = status.get(self.replica_status) if isinstance(status, _MAPPING) and self.replica_status else None
+        out: dict[str, dict[str, int]] = {}
+        if isinstance(held, _MAPPING):
+            for rtype, counts in held.items():
+                if isinstance(counts, _MAPPING):
+                    out[str(rtype)] = {k: _count(counts.get(k)) for k in keys}
+        elif isinstance(held, list):
+            for entry in held:
+                if isinstance(entry, _MAPPING) and entry.get("name"):
+                    out[str(entry["name"])] = {k: _count(entry.get(k)) for k in keys}
+        return out
+
+
+def _count(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 @dataclasses.dataclass
@@ -174,6 +214,12 @@ class Kind(abc.ABC):
         references: ``(group, kind)`` of other objects this kind resolves by name (a TrainJob's
             runtime): the input's objects of those kinds are put in :attr:`CheckContext.objects`.
         status: how the kind reports status.
+        submit_role: what ``submit`` does with an object of the kind: ``job`` (created, then
+            followed by ``--wait``, ``status``, ``logs``, ``delete``), ``runtime`` (applied before the
+            jobs that refer to it), ``""`` (validated, not created).
+        local_runner: how ``submit --local`` runs an object of the kind: ``operator`` (the Kubeflow
+            v1 operator's per-pod policy, :mod:`k8sddp.local.runner`), ``jobset`` (a JobSet's,
+            :mod:`k8sddp.local.jobset`), ``""`` (it cannot).
     """
 
     group: ClassVar[str]
@@ -181,6 +227,8 @@ class Kind(abc.ABC):
     versions: ClassVar[tuple[str, ...]]
     references: ClassVar[tuple[tuple[str, str], ...]] = ()
     status: ClassVar[StatusModel]
+    submit_role: ClassVar[str] = ""
+    local_runner: ClassVar[str] = ""
 
     @property
     def api_versions(self) -> tuple[str, ...]:

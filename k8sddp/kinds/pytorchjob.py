@@ -48,7 +48,12 @@ class PyTorchJobKind(Kind):
             "replica-index": "training.kubeflow.org/replica-index",
         },
         container="pytorch",
+        replicas=("master", "worker"),
+        log_replica="master",
+        replica_status="replicaStatuses",
     )
+    submit_role: ClassVar[str] = "job"
+    local_runner: ClassVar[str] = "operator"
 
     def check_structure(self, obj: Mapping[str, Any]) -> list[RawFinding]:
         """KDP101-KDP107 (:func:`k8sddp.validate.checks.check_structure`)."""

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from .base import Kind
     from .wrappers import Wrapper
 
-__all__ = ["kinds", "lookup", "lookup_wrapper", "referenced_kinds", "register", "register_wrapper", "skip_label"]
+__all__ = ["job_kinds", "kinds", "lookup", "lookup_wrapper", "referenced_kinds", "register", "register_wrapper", "skip_label"]
 
 _KINDS: dict[tuple[str, str], Kind] = {}
 _WRAPPERS: dict[tuple[str, str], Wrapper] = {}
@@ -57,6 +57,13 @@ def lookup_wrapper(api_version: Any, kind: Any) -> Wrapper | None:
 def kinds() -> list[Kind]:
     """Every registered kind, in registration order."""
     return list(_KINDS.values())
+
+
+def job_kinds() -> dict[str, Kind]:
+    """The kinds ``submit`` creates and ``status``/``logs``/``delete`` follow (``submit_role ==
+    "job"``), by their lower-case name (``pytorchjob``, ``trainjob``: the ``--kind`` values), in
+    registration order."""
+    return {k.kind.lower(): k for k in _KINDS.values() if k.submit_role == "job"}
 
 
 def referenced_kinds() -> frozenset[tuple[str, str]]:

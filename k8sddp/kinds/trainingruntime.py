@@ -86,6 +86,7 @@ class _RuntimeKind(Kind):
 
     group: ClassVar[str] = TRAINER_GROUP
     versions: ClassVar[tuple[str, ...]] = (TRAINER_VERSION,)
+    submit_role: ClassVar[str] = "runtime"
 
     def check_api_version(self, obj: Mapping[str, Any]) -> RawFinding | None:
         """KDP130 for a version of ``trainer.kubeflow.org`` that is not served."""
@@ -159,22 +160,23 @@ class _RuntimeKind(Kind):
         return findings
 
 
-def _status(plural: str) -> StatusModel:
-    return StatusModel(plural=plural, version=TRAINER_VERSION, condition_types=(), final_conditions=frozenset(), pod_labels={}, container=NODE)
+def _status(plural: str, *, namespaced: bool) -> StatusModel:
+    return StatusModel(plural=plural, version=TRAINER_VERSION, condition_types=(), final_conditions=frozenset(), pod_labels={},
+                       container=NODE, namespaced=namespaced)
 
 
 class TrainingRuntimeKind(_RuntimeKind):
     """A namespaced training runtime: a TrainJob of the same namespace refers to it."""
 
     kind: ClassVar[str] = "TrainingRuntime"
-    status: ClassVar[StatusModel] = _status("trainingruntimes")
+    status: ClassVar[StatusModel] = _status("trainingruntimes", namespaced=True)
 
 
 class ClusterTrainingRuntimeKind(_RuntimeKind):
     """A cluster-scoped training runtime (the stock ``torch-distributed`` is one)."""
 
     kind: ClassVar[str] = "ClusterTrainingRuntime"
-    status: ClassVar[StatusModel] = _status("clustertrainingruntimes")
+    status: ClassVar[StatusModel] = _status("clustertrainingruntimes", namespaced=False)
 
 
 #: The registered instances.

@@ -59,7 +59,9 @@ class TrainJobKind(Kind):
     Status (v2.3.0 trainjob_types.go): conditions Suspended, Complete, Failed; pods are the
     JobSet's, labelled ``jobset.sigs.k8s.io/jobset-name`` (the TrainJob's name),
     ``jobset.sigs.k8s.io/replicatedjob-name`` and ``batch.kubernetes.io/job-completion-index``
-    (the node rank); the training container is ``node``.
+    (the node rank); the training container is ``node``. The conditions are the JobSet's
+    ``Completed``/``Failed`` copied with their reason and message (plugins/jobset/jobset.go
+    ``Status``), ``jobsStatus`` the JobSet's ``replicatedJobsStatus``.
     """
 
     group: ClassVar[str] = TRAINER_GROUP
@@ -77,7 +79,22 @@ class TrainJobKind(Kind):
             "replica-index": "batch.kubernetes.io/job-completion-index",
         },
         container=NODE,
+        # the replicatedJobs of the stock runtimes (v2.3.0 manifests/base/runtimes): the trainer
+        # Job and the initializers
+        replicas=(NODE, "dataset-initializer", "model-initializer"),
+        log_replica=NODE,
+        replica_status="jobsStatus",
     )
+    submit_role: ClassVar[str] = "job"
+    local_runner: ClassVar[str] = "jobset"
+
+    def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
+        """The runtime of ``spec.runtimeRef`` (a ``TrainingRuntime`` in the TrainJob's namespace, a
+        ``ClusterTrainingRuntime`` cluster-wide); none for another group or kind (KDP136) or no name."""
+        group, kind, name = runtime_key(obj)
+        if group != TRAINER_GROUP or kind not in ("TrainingRuntime", "ClusterTrainingRuntime") or not name:
+            return []
+        return [(group, kind, namespace if kind == "TrainingRuntime" else None, name)]
 
     def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
         """The runtime of ``spec.runtimeRef`` (a ``TrainingRuntime`` in the TrainJob's namespace, a

@@ -38,7 +38,7 @@ from typing import Any
 from ..configrefs import is_configmap
 from ..errors import UsageError
 
-__all__ = ["PodPlan", "build_pods", "expand", "free_port", "volume_map"]
+__all__ = ["PodPlan", "base_env", "build_pods", "expand", "free_port", "plan_pod", "volume_map"]
 
 DEFAULT_PORT = 23456
 #: Variables of the parent environment a pod must not inherit (torchrun and operator state).
@@ -159,7 +159,7 @@ def map_paths(text: str, mapping: list[tuple[str, str]]) -> str:
 
 
 def _resolve_env(container: dict[str, Any], *, pod: str, labels: dict[str, str], namespace: str,
-                 configmaps: list[dict[str, Any]]) -> dict[str, str]:
+                 configmaps: list[dict[str, Any]], annotations: dict[str, str] | None = None) -> dict[str, str]:
     env: dict[str, str] = {}
     for src in container.get("envFrom") or []:
         prefix = str(src.get("prefix") or "")
@@ -193,11 +193,12 @@ def _resolve_env(container: dict[str, Any], *, pod: str, labels: dict[str, str],
             env[name] = data[str(ref.get("key"))]
         elif "fieldRef" in vf:
             path = str(vf["fieldRef"].get("fieldPath", ""))
-            m = re.fullmatch(r"metadata\.labels\['(.+)'\]", path)
+            m = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
             values = {"metadata.name": pod, "metadata.namespace": namespace, "status.podIP": "127.0.0.1",
                       "status.hostIP": "127.0.0.1", "spec.nodeName": socket.gethostname(),
                       "spec.serviceAccountName": "default"}
-            env[name] = labels.get(m.group(1), "") if m else values.get(path, "")
+            held = labels if m and m.group(1) == "labels" else (annotations or {})
+            env[name] = held.get(m.group(2), "") if m else values.get(path, "")
         elif "resourceFieldRef" in vf:
             res = str(vf["resourceFieldRef"].get("resource", ""))
             kind, _, what = res.partition(".")
@@ -269,9 +270,51 @@ def _localize_argv(argv: list[str]) -> list[str]:
     return argv
 
 
+def base_env() -> dict[str, str]:
+    """The environment every local pod starts from: this process's, without torchrun's and the
+    operators' variables, this Python's ``bin/`` first on ``PATH``, and this k8sddp importable."""
+    bindir = str(Path(sys.executable).parent)
+    base = {k: v for k, v in os.environ.items() if not _SCRUB.match(k)}
+    base["PATH"] = bindir + os.pathsep + base.get("PATH", "")
+    # the k8sddp being run must be the one the pods import (a source checkout included)
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    base["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, base.get("PYTHONPATH", "")) if p)
+    return base
+
+
+def plan_pod(*, pod: str, replica_type: str, index: int, pod_spec: dict[str, Any], container: dict[str, Any],
+             labels: dict[str, str], namespace: str, configmaps: list[dict[str, Any]], local_dir: Path,
+             controller_env: list[tuple[str, str]], restart_policy: str, base: dict[str, str],
+             annotations: dict[str, str] | None = None) -> PodPlan:
+    """One pod: ``container``'s env as the kubelet resolves it (with the pod's ``labels`` and
+    ``annotations`` for field references), then ``controller_env`` appended (a controller's own
+    entries, local addresses and ports already in), paths mapped, the command localized.
+
+    Raises:
+        UsageError: no ``command``, an env source a local run cannot read.
+    """
+    if not container.get("command"):
+        raise UsageError(f"pod {pod}: the {container.get('name')} container has no command; a local run cannot "
+                         "know the image's entrypoint, so give command (and args) in the manifest")
+    mapping, empties = volume_map(pod_spec, container, local_dir=local_dir, pod=pod,
+                                  configmaps=configmaps, namespace=namespace)
+    env = _resolve_env(container, pod=pod, labels=labels, namespace=namespace, configmaps=configmaps,
+                       annotations=annotations)
+    for key, value in controller_env:
+        env[key] = value
+    env = {k: map_paths(v, mapping) for k, v in env.items()}
+    argv = [map_paths(expand(str(a), env), mapping)
+            for a in list(container.get("command") or []) + list(container.get("args") or [])]
+    return PodPlan(
+        name=pod, replica_type=replica_type, index=index, argv=_localize_argv(argv), env={**base, **env}, pod_env=env,
+        restart_policy=restart_policy, grace_seconds=float(pod_spec.get("terminationGracePeriodSeconds", 30)),
+        empty_dirs=empties,
+    )
+
+
 def build_pods(job: dict[str, Any], *, configmaps: list[dict[str, Any]], local_dir: Path,
                master_port: int, rdzv_port: int) -> list[PodPlan]:
-    """Every pod of ``job``, Master first.
+    """Every pod of a PyTorchJob, Master first.
 
     Raises:
         UsageError: a replica without a ``pytorch`` container or without a ``command``, an env
@@ -281,12 +324,7 @@ def build_pods(job: dict[str, Any], *, configmaps: list[dict[str, Any]], local_d
     name = str(meta.get("name") or "job")
     namespace = str(meta.get("namespace") or "default")
     replicas = (job.get("spec") or {}).get("pytorchReplicaSpecs") or {}
-    bindir = str(Path(sys.executable).parent)
-    base = {k: v for k, v in os.environ.items() if not _SCRUB.match(k)}
-    base["PATH"] = bindir + os.pathsep + base.get("PATH", "")
-    # the k8sddp being run must be the one the pods import (a source checkout included)
-    pkg_root = str(Path(__file__).resolve().parents[2])
-    base["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, base.get("PYTHONPATH", "")) if p)
+    base = base_env()
     pods: list[PodPlan] = []
     for rtype in sorted(replicas, key=lambda r: (r != "Master", r)):
         rspec = replicas[rtype] or {}
@@ -298,22 +336,12 @@ def build_pods(job: dict[str, Any], *, configmaps: list[dict[str, Any]], local_d
             raise UsageError(f"job {name}: the {rtype} pytorch container has no command; a local run cannot "
                              "know the image's entrypoint, so give command (and args) in the manifest")
         for index in range(int(rspec.get("replicas", 1))):
-            pod = f"{name}-{rtype.lower()}-{index}"
             labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/replica-type": rtype.lower(),
                       "training.kubeflow.org/replica-index": str(index)}
-            mapping, empties = volume_map(pod_spec, container, local_dir=local_dir, pod=pod,
-                                          configmaps=configmaps, namespace=namespace)
-            env = _resolve_env(container, pod=pod, labels=labels, namespace=namespace, configmaps=configmaps)
-            for key, value in _operator_env(job, rtype, index, master_port=master_port, rdzv_port=rdzv_port):
-                env[key] = value
-            env = {k: map_paths(v, mapping) for k, v in env.items()}
-            argv = [map_paths(expand(str(a), env), mapping)
-                    for a in list(container.get("command") or []) + list(container.get("args") or [])]
-            argv = _localize_argv(argv)
-            pods.append(PodPlan(
-                name=pod, replica_type=rtype, index=index, argv=argv, env={**base, **env}, pod_env=env,
-                restart_policy=str(rspec.get("restartPolicy") or "OnFailure"),
-                grace_seconds=float(pod_spec.get("terminationGracePeriodSeconds", 30)),
-                empty_dirs=empties,
+            pods.append(plan_pod(
+                pod=f"{name}-{rtype.lower()}-{index}", replica_type=rtype, index=index, pod_spec=pod_spec,
+                container=container, labels=labels, namespace=namespace, configmaps=configmaps, local_dir=local_dir,
+                controller_env=_operator_env(job, rtype, index, master_port=master_port, rdzv_port=rdzv_port),
+                restart_policy=str(rspec.get("restartPolicy") or "OnFailure"), base=base,
             ))
     return pods

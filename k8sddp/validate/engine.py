@@ -458,6 +458,7 @@ def validate_objects(
     profile: str = "baseline",
     configmaps: Iterable[Mapping[str, Any]] = (),
     namespace: str | None = None,
+    references: Iterable[Mapping[str, Any]] = (),
 ) -> Report:
     """Validate already-parsed objects (``submit``, the admission webhook).
 
@@ -467,6 +468,8 @@ def validate_objects(
         profile: ``baseline`` or ``strict``.
         configmaps: extra ConfigMaps (read from the cluster, say).
         namespace: the namespace objects without one are applied to.
+        references: objects the checked ones refer to (training runtimes read from a cluster, or
+            in another file of the same ``submit``): indexed for resolution, not checked themselves.
     """
     check_profile(profile)
     objs: list[Any] = list(objects)
@@ -483,7 +486,7 @@ def validate_objects(
     index = new_index(default_namespace=namespace)
     for cm in configmaps:
         ConfigMapIndex.add(index, cm)  # the caller's ConfigMaps (read from a cluster) may lack apiVersion and kind
-    for _, _, o in flat:
+    for o in [*references, *(o for _, _, o in flat)]:
         if index.wants(o):
             index.add(o)
     _Checker(report, file, profile, index, None, None, namespace).run(flat)

@@ -38,6 +38,19 @@ from typing import Any
 GROUP = "kubeflow.org"
 VERSION = "v1"
 PLURAL = "pytorchjobs"
+TRAINER = "trainer.kubeflow.org"
+
+
+@dataclasses.dataclass
+class Res:
+    """One served custom resource and its objects (``(namespace, name)``; ``""`` for cluster-scoped)."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+    store: dict[tuple[str, str], dict[str, Any]] = dataclasses.field(default_factory=dict)
 CRD_PATH = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kubeflow" / "kubeflow.org_pytorchjobs.yaml"
 
 #: ObjectMeta fields the API server knows (k8s.io/apimachinery ObjectMeta, json names).
@@ -122,7 +135,12 @@ class FakeApiServer:
         self._schema = crd_schema
         self._lock = threading.Condition()
         self._rv = 100
-        self._jobs: dict[tuple[str, str], dict[str, Any]] = {}
+        #: what is served: the PyTorchJob (``crd_installed``) and the Trainer v2 kinds (``trainer_installed``)
+        self.resources = [Res(GROUP, VERSION, PLURAL, "PyTorchJob"), Res(TRAINER, "v1alpha1", "trainjobs", "TrainJob"),
+                          Res(TRAINER, "v1alpha1", "trainingruntimes", "TrainingRuntime"),
+                          Res(TRAINER, "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", namespaced=False)]
+        self.trainer_installed = True
+        self._jobs = self.resources[0].store
         self._events: list[tuple[int, str, dict[str, Any]]] = []  # (rv, type, object) for jobs
         self._compacted_rv = 0
         self._configmaps: dict[tuple[str, str], dict[str, Any]] = {}
@@ -193,32 +211,47 @@ class FakeApiServer:
         self._events.append((int(obj["metadata"]["resourceVersion"]), kind, copy.deepcopy(obj)))
         self._lock.notify_all()
 
-    def jobs(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Stored jobs (copies), optionally of one namespace."""
-        with self._lock:
-            return [copy.deepcopy(j) for (ns, _), j in sorted(self._jobs.items()) if namespace in (None, ns)]
+    def res(self, plural: str) -> Res:
+        """The served resource ``plural``."""
+        return next(r for r in self.resources if r.plural == plural)
 
-    def put_job(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Store a job directly (as if created earlier by someone else)."""
-        with self._lock:
-            return self._store_new(copy.deepcopy(obj))
+    def served(self, res: Res) -> bool:
+        """Whether the resource's CRD is installed."""
+        return self.crd_installed if res.group == GROUP else self.trainer_installed
 
-    def _store_new(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def jobs(self, namespace: str | None = None, plural: str = PLURAL) -> list[dict[str, Any]]:
+        """Stored objects of ``plural`` (copies; PyTorchJobs by default), optionally of one namespace."""
+        with self._lock:
+            return [copy.deepcopy(j) for (ns, _), j in sorted(self.res(plural).store.items()) if namespace in (None, ns)]
+
+    def put_job(self, obj: dict[str, Any], plural: str = PLURAL) -> dict[str, Any]:
+        """Store an object directly (as if created earlier by someone else)."""
+        with self._lock:
+            return self._store_new(copy.deepcopy(obj), self.res(plural))
+
+    def _store_new(self, obj: dict[str, Any], res: Res | None = None) -> dict[str, Any]:
+        res = res or self.resources[0]
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "default")
+        if res.namespaced:
+            meta.setdefault("namespace", "default")
+        else:
+            meta["namespace"] = ""
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_iso()
         meta["generation"] = 1
         meta["resourceVersion"] = str(self._next_rv())
         obj.pop("status", None)
-        self._jobs[(meta["namespace"], meta["name"])] = obj
+        res.store[(meta["namespace"], meta["name"])] = obj
         self._emit("ADDED", obj)
-        return copy.deepcopy(obj)
+        out = copy.deepcopy(obj)
+        if not res.namespaced:
+            out["metadata"].pop("namespace")
+        return out
 
-    def set_job_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Replace a job's status (as the operator does) and emit MODIFIED."""
+    def set_job_status(self, namespace: str, name: str, status: dict[str, Any], plural: str = PLURAL) -> None:
+        """Replace an object's status (as its controller does) and emit MODIFIED."""
         with self._lock:
-            obj = self._jobs[(namespace, name)]
+            obj = self.res(plural).store[(namespace, name)]
             obj["status"] = copy.deepcopy(status)
             obj["metadata"]["resourceVersion"] = str(self._next_rv())
             self._emit("MODIFIED", obj)

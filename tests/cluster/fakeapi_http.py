@@ -16,11 +16,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.cluster.fakeapi import (
-    GROUP,
-    PLURAL,
-    VERSION,
     FakeApiServer,
     Fault,
+    Res,
     _Reset,
     now_iso,
     status_obj,
@@ -99,6 +97,9 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def do_DELETE(self) -> None:
             self._dispatch("DELETE")
 
+        def do_PUT(self) -> None:
+            self._dispatch("PUT")
+
     def forbidden(h: BaseHTTPRequestHandler, verb: str, resource: str, group: str, ns: str, name: str) -> bool:
         if (verb, resource, ns) not in server.forbidden:
             return False
@@ -116,32 +117,35 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             h._send_json(200, {"kind": "APIVersions", "versions": ["v1"]})
             return
         if path == "/apis":
-            groups = []
-            if server.crd_installed:
-                groups.append({"name": GROUP, "versions": [{"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}],
-                               "preferredVersion": {"groupVersion": f"{GROUP}/{VERSION}", "version": VERSION}})
+            gvs = sorted({(r.group, r.version) for r in server.resources if server.served(r)})
+            groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v}],
+                       "preferredVersion": {"groupVersion": f"{g}/{v}", "version": v}} for g, v in gvs]
             h._send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
             return
-        if path == f"/apis/{GROUP}/{VERSION}":
-            if not server.crd_installed:
-                h._fail(404, "NotFound", "the server could not find the requested resource")
+        for res in server.resources:
+            if path == f"/apis/{res.group}/{res.version}":
+                if not server.served(res):
+                    h._fail(404, "NotFound", "the server could not find the requested resource")
+                    return
+                listed = [r for r in server.resources if (r.group, r.version) == (res.group, res.version)]
+                h._send_json(200, {
+                    "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{res.group}/{res.version}",
+                    "resources": [
+                        entry for r in listed for entry in (
+                            {"name": r.plural, "singularName": r.kind.lower(), "namespaced": r.namespaced, "kind": r.kind,
+                             "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]},
+                            {"name": f"{r.plural}/status", "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
+                             "verbs": ["get", "patch", "update"]})
+                    ]})
                 return
-            h._send_json(200, {
-                "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"{GROUP}/{VERSION}",
-                "resources": [
-                    {"name": PLURAL, "singularName": "pytorchjob", "namespaced": True, "kind": "PyTorchJob",
-                     "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]},
-                    {"name": f"{PLURAL}/status", "singularName": "", "namespaced": True, "kind": "PyTorchJob",
-                     "verbs": ["get", "patch", "update"]},
-                ]})
-            return
-        m = re.fullmatch(rf"/apis/{GROUP}/{VERSION}/namespaces/([^/]+)/{PLURAL}(?:/([^/]+))?", path)
-        if m:
-            if not server.crd_installed:
-                h._fail(404, "NotFound", "the server could not find the requested resource")
+            scope = "namespaces/([^/]+)/" if res.namespaced else "()"
+            m = re.fullmatch(rf"/apis/{res.group}/{res.version}/{scope}{res.plural}(?:/([^/]+))?", path)
+            if m:
+                if not server.served(res):
+                    h._fail(404, "NotFound", "the server could not find the requested resource")
+                    return
+                jobs_route(h, res, method, m.group(1), m.group(2) or "", query, body, fault)
                 return
-            jobs_route(h, method, m.group(1), m.group(2) or "", query, body, fault)
-            return
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", path)
         if m and method == "GET":
             ns, name = m.groups()
@@ -203,43 +207,45 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             return
         h._fail(404, "NotFound", "the server could not find the requested resource")
 
-    def jobs_route(h: Any, method: str, ns: str, name: str, query: dict[str, str], body: bytes,
+    def jobs_route(h: Any, res: Res, method: str, ns: str, name: str, query: dict[str, str], body: bytes,
                    fault: Fault | None) -> None:
         watch = query.get("watch") in ("true", "1")
-        verb = {"POST": "create", "DELETE": "delete"}.get(method) or ("get" if name else ("watch" if watch else "list"))
-        if forbidden(h, verb, PLURAL, GROUP, ns, name):
+        verb = {"POST": "create", "DELETE": "delete", "PUT": "update"}.get(method) or ("get" if name else ("watch" if watch else "list"))
+        if forbidden(h, verb, res.plural, res.group, ns, name):
             return
         if method == "POST" and not name:
-            create(h, ns, query, body, fault)
+            create(h, res, ns, query, body, fault)
         elif method == "GET" and name:
             with server._lock:
-                obj = server._jobs.get((ns, name))
+                obj = res.store.get((ns, name))
             if obj is None:
-                h._fail(404, "NotFound", f'{PLURAL}.{GROUP} "{name}" not found',
-                        {"name": name, "group": GROUP, "kind": PLURAL})
+                h._fail(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found',
+                        {"name": name, "group": res.group, "kind": res.plural})
             else:
                 h._send_json(200, copy.deepcopy(obj))
+        elif method == "PUT" and name:
+            replace(h, res, ns, name, body)
         elif method == "GET" and watch:
-            watch_jobs(h, ns, query)
+            watch_jobs(h, res, ns, query)
         elif method == "GET":
             with server._lock:
-                items = [copy.deepcopy(o) for o in _select_jobs(ns, query)]
+                items = [copy.deepcopy(o) for o in _select_jobs(res, ns, query)]
                 rv = server._rv
-            h._send_json(200, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJobList",
+            h._send_json(200, {"apiVersion": f"{res.group}/{res.version}", "kind": f"{res.kind}List",
                                "metadata": {"resourceVersion": str(rv)}, "items": items})
         elif method == "DELETE" and name:
-            delete(h, ns, name, query)
+            delete(h, res, ns, name, query)
         else:
             h._fail(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
 
-    def _select_jobs(ns: str, query: dict[str, str]) -> list[dict[str, Any]]:
+    def _select_jobs(res: Res, ns: str, query: dict[str, str]) -> list[dict[str, Any]]:
         fsel = query.get("fieldSelector", "")
         want_name = fsel.split("=", 1)[1] if fsel.startswith("metadata.name=") else None
         sel = _parse_selector(query.get("labelSelector", ""))
-        return [o for (jns, jname), o in sorted(server._jobs.items())
+        return [o for (jns, jname), o in sorted(res.store.items())
                 if jns == ns and want_name in (None, jname) and _matches(o["metadata"].get("labels", {}), sel)]
 
-    def create(h: Any, ns: str, query: dict[str, str], body: bytes, fault: Fault | None) -> None:
+    def create(h: Any, res: Res, ns: str, query: dict[str, str], body: bytes, fault: Fault | None) -> None:
         dry = query.get("dryRun")
         if dry is not None and dry != "All":
             h._fail(400, "BadRequest", f'Invalid dry run value: "{dry}"')
@@ -253,9 +259,9 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             h._fail(400, "BadRequest", "the body of the request must be an object")
             return
         kind = obj.get("kind", "")
-        if obj.get("apiVersion") != f"{GROUP}/{VERSION}" or kind != "PyTorchJob":
+        if obj.get("apiVersion") != f"{res.group}/{res.version}" or kind != res.kind:
             h._fail(400, "BadRequest", f'the API version in the data ({obj.get("apiVersion")}) does not match '
-                    f"the expected API version ({GROUP}/{VERSION})")
+                    f"the expected API version ({res.group}/{res.version})")
             return
         meta = obj.setdefault("metadata", {})
         if meta.get("namespace") and meta["namespace"] != ns:
@@ -263,37 +269,37 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             return
         meta["namespace"] = ns
         if query.get("fieldValidation") == "Strict":
-            schema = server.schema()
+            schema = server.schema() if res.plural == "pytorchjobs" else None
             if schema is not None:
                 unknown = unknown_fields(obj, schema)
                 if unknown:
                     msg = ", ".join(f'unknown field "{u}"' for u in unknown)
-                    h._fail(400, "BadRequest", f'PyTorchJob in version "{VERSION}" cannot be handled as a '
-                            f"PyTorchJob: strict decoding error: {msg}")
+                    h._fail(400, "BadRequest", f'{res.kind} in version "{res.version}" cannot be handled as a '
+                            f"{res.kind}: strict decoding error: {msg}")
                     return
         if not meta.get("name"):
             if meta.get("generateName"):
                 meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
             else:
-                h._fail(422, "Invalid", 'PyTorchJob.kubeflow.org "" is invalid: metadata.name: Required value: '
+                h._fail(422, "Invalid", f'{res.kind}.{res.group} "" is invalid: metadata.name: Required value: '
                         "name or generateName is required",
-                        {"group": GROUP, "kind": "PyTorchJob", "causes": [
+                        {"group": res.group, "kind": res.kind, "causes": [
                             {"reason": "FieldValueRequired", "message": "Required value: name or generateName is required",
                              "field": "metadata.name"}]})
                 return
         name = meta["name"]
         with server._lock:
-            exists = (ns, name) in server._jobs
+            exists = (ns, name) in res.store
         if exists:
-            h._fail(409, "AlreadyExists", f'{PLURAL}.{GROUP} "{name}" already exists',
-                    {"name": name, "group": GROUP, "kind": PLURAL})
+            h._fail(409, "AlreadyExists", f'{res.plural}.{res.group} "{name}" already exists',
+                    {"name": name, "group": res.group, "kind": res.plural})
             return
         if server.admission is not None:
             causes = server.admission(obj)
             if causes:
                 text = ", ".join(f"{f}: {m}" for f, m in causes)
-                h._fail(422, "Invalid", f'PyTorchJob.{GROUP} "{name}" is invalid: {text}',
-                        {"name": name, "group": GROUP, "kind": "PyTorchJob",
+                h._fail(422, "Invalid", f'{res.kind}.{res.group} "{name}" is invalid: {text}',
+                        {"name": name, "group": res.group, "kind": res.kind,
                          "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
                 return
         if dry == "All":
@@ -303,11 +309,11 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             h._send_json(201, out)
             return
         with server._lock:
-            if (ns, name) in server._jobs:  # lost a race with another request
-                h._fail(409, "AlreadyExists", f'{PLURAL}.{GROUP} "{name}" already exists',
-                        {"name": name, "group": GROUP, "kind": PLURAL})
+            if (ns, name) in res.store:  # lost a race with another request
+                h._fail(409, "AlreadyExists", f'{res.plural}.{res.group} "{name}" already exists',
+                        {"name": name, "group": res.group, "kind": res.plural})
                 return
-            stored = server._store_new(obj)
+            stored = server._store_new(obj, res)
         if fault and fault.action == "reset_after":
             raise _Reset()
         if fault and fault.action == "status_after":
@@ -315,12 +321,33 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             return
         h._send_json(201, stored)
 
-    def delete(h: Any, ns: str, name: str, query: dict[str, str]) -> None:
+    def replace(h: Any, res: Res, ns: str, name: str, body: bytes) -> None:
+        obj = json.loads(body or b"{}")  # PUT: optimistic concurrency on resourceVersion (stale: 409 Conflict)
         with server._lock:
-            obj = server._jobs.get((ns, name))
+            old = res.store.get((ns, name))
+            if old is None:
+                h._fail(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found', {"name": name, "group": res.group, "kind": res.plural})
+                return
+            if obj.get("metadata", {}).get("resourceVersion") != old["metadata"]["resourceVersion"]:
+                h._fail(409, "Conflict", f'Operation cannot be fulfilled on {res.plural}.{res.group} "{name}": the object has been modified')
+                return
+            new = copy.deepcopy(obj)
+            new["metadata"] = {**old["metadata"], **{k: v for k, v in obj["metadata"].items() if k in ("labels", "annotations")}}
+            new.pop("status", None)
+            new.update({"status": old["status"]} if old.get("status") else {})
+            if "dryRun" not in h.path:
+                new["metadata"]["resourceVersion"] = str(server._next_rv())
+                new["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+                res.store[(ns, name)] = new
+                server._emit("MODIFIED", new)
+        h._send_json(200, copy.deepcopy(new))
+
+    def delete(h: Any, res: Res, ns: str, name: str, query: dict[str, str]) -> None:
+        with server._lock:
+            obj = res.store.get((ns, name))
             if obj is None:
-                h._fail(404, "NotFound", f'{PLURAL}.{GROUP} "{name}" not found',
-                        {"name": name, "group": GROUP, "kind": PLURAL})
+                h._fail(404, "NotFound", f'{res.plural}.{res.group} "{name}" not found',
+                        {"name": name, "group": res.group, "kind": res.plural})
                 return
             if server.delete_delay > 0:
                 if not obj["metadata"].get("deletionTimestamp"):
@@ -329,26 +356,26 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         obj["metadata"]["finalizers"] = ["foregroundDeletion"]
                     obj["metadata"]["resourceVersion"] = str(server._next_rv())
                     server._emit("MODIFIED", obj)
-                    timer = threading.Timer(server.delete_delay, _finish_delete, args=(ns, name))
+                    timer = threading.Timer(server.delete_delay, _finish_delete, args=(res, ns, name))
                     timer.daemon = True
                     timer.start()
                 out = copy.deepcopy(obj)
             else:
-                out = _remove(ns, name)
+                out = _remove(res, ns, name)
         h._send_json(200, out)
 
-    def _remove(ns: str, name: str) -> dict[str, Any]:
-        obj = server._jobs.pop((ns, name))
+    def _remove(res: Res, ns: str, name: str) -> dict[str, Any]:
+        obj = res.store.pop((ns, name))
         obj["metadata"]["resourceVersion"] = str(server._next_rv())
         server._emit("DELETED", obj)
         return copy.deepcopy(obj)
 
-    def _finish_delete(ns: str, name: str) -> None:
+    def _finish_delete(res: Res, ns: str, name: str) -> None:
         with server._lock:
-            if (ns, name) in server._jobs:
-                _remove(ns, name)
+            if (ns, name) in res.store:
+                _remove(res, ns, name)
 
-    def watch_jobs(h: Any, ns: str, query: dict[str, str]) -> None:
+    def watch_jobs(h: Any, res: Res, ns: str, query: dict[str, str]) -> None:
         rv_text = query.get("resourceVersion", "")
         timeout = min(float(query.get("timeoutSeconds") or server.watch_timeout_cap), server.watch_timeout_cap)
         deadline = time.monotonic() + timeout
@@ -366,7 +393,7 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         want = fsel.split("=", 1)[1] if fsel.startswith("metadata.name=") else None
         with server._lock:
             if rv_text in ("", "0"):
-                pending = [("ADDED", copy.deepcopy(o)) for o in _select_jobs(ns, query)]
+                pending = [("ADDED", copy.deepcopy(o)) for o in _select_jobs(res, ns, query)]
                 cursor = server._rv
             else:
                 cursor = int(rv_text)
@@ -385,7 +412,7 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 with server._lock:
                     while True:
                         fresh = [(rv, k, o) for rv, k, o in server._events if rv > cursor
-                                 and o["metadata"].get("namespace") == ns
+                                 and o.get("kind", res.kind) == res.kind and o["metadata"].get("namespace") == ns
                                  and want in (None, o["metadata"]["name"])]
                         if fresh or server._stopping or time.monotonic() >= deadline:
                             break

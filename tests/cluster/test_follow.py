@@ -124,7 +124,7 @@ def test_status_prints_conditions_replicas_pods(cli, api: FakeApiServer, kubecon
     res = cli("status", "demo", "--kubeconfig", str(kubeconfig), "-o", "json")
     assert res.code == 0 and '"PyTorchJobRunning"' in res.out
     res = cli("status", "nope", "--kubeconfig", str(kubeconfig))
-    assert res.code == 3 and 'pytorchjobs.kubeflow.org "nope" not found in namespace "ml"' in res.err
+    assert res.code == 3 and 'PyTorchJob or TrainJob "nope" not found in namespace "ml"' in res.err
 
 
 def test_logs_by_operator_labels(cli, api: FakeApiServer, kubeconfig: Path) -> None:

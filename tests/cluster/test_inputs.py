@@ -30,7 +30,7 @@ def test_broken_inputs(cli, tmp_path: Path, kubeconfig: Path, manifest: Path) ->
     cm_only = tmp_path / "cm.yaml"
     cm_only.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n")
     res = cli("submit", "--kubeconfig", str(kubeconfig), str(cm_only))
-    assert res.code == 2 and "no PyTorchJob in the input" in res.err
+    assert res.code == 2 and "no PyTorchJob or TrainJob in the input" in res.err
     res = cli("submit", "--kubeconfig", str(kubeconfig), "--set", "spec.nodes=3", str(manifest))
     assert res.code == 2 and "--set applies to DDPJob specs" in res.err
     res = cli("submit", "--kubeconfig", str(kubeconfig), "-", "-")
@@ -171,7 +171,7 @@ def test_nits_skipped_objects_note_help_text_and_wording(cli, tmp_path: Path, ca
     for flags in (("--dry-run=client",), ("--local", "--dry-run=client")):
         res = cli("submit", *flags, str(mixed))
         assert res.code == 0, res.err
-        assert "note: submit creates PyTorchJobs only" in res.err and "ConfigMap/cm" in res.err and "svc" in res.err
+        assert "note: submit creates PyTorchJobs and TrainJobs" in res.err and "ConfigMap/cm" in res.err and "svc" in res.err
     res = cli("submit", "--help")
     assert "``" not in res.out and ":mod:" not in res.out
     assert "after 1 pod restart (" in Messages("x").local_cap(1)[1]

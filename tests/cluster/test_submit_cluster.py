@@ -118,7 +118,7 @@ def test_missing_crd_names_the_training_operator(cli, api: FakeApiServer, kubeco
     assert res.code == 3 and "Kubeflow training operator" in res.err
     api.crd_installed = True
     res = cli("logs", "nope", "--kubeconfig", str(kubeconfig))
-    assert res.code == 3 and 'pytorchjobs.kubeflow.org "nope" not found in namespace "ml"' in res.err
+    assert res.code == 3 and 'PyTorchJob or TrainJob "nope" not found in namespace "ml"' in res.err
 
 
 def test_forbidden_names_verb_resource_namespace(cli, api: FakeApiServer, kubeconfig: Path, manifest: Path) -> None:
