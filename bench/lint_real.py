@@ -2,7 +2,8 @@
 
 The labels live in ``bench/lint_corpus.tsv`` (written before the linter was run on the
 scripts): one ``script`` row per script (repository, path, commit, and its split: ``tune``,
-looked at while tuning the rules, or ``held``, held back), and one ``hazard`` row per expected
+looked at while tuning the rules, ``held``, held back, or ``fresh``, held back in a later batch from
+repositories new to the corpus), and one ``hazard`` row per expected
 finding (line, rule, a one-line reason). The scripts themselves are not vendored: each
 repository is read from a bare git mirror (``--mirror``, default ``$K8SDDP_MIRROR`` or
 ``/work/.mirror``, laid out as ``<owner>+<name>/repo``, what the ``fetch`` tool of this
@@ -16,8 +17,8 @@ script's file and not exempted by ``# noqa``. A finding whose (line, rule) is la
 positive, any other a false positive; a label without a finding is a false negative.
 
 Usage: ``python bench/lint_real.py [--mirror DIR] [--cache DIR] [--json] [--list]``. Prints raw
-counts and precision/recall per rule and per severity, for the tuned and the held-back scripts
-apart and together; ``--list`` also prints every false positive and negative. Exit status 0
+counts and precision/recall per rule and per severity, for each split (tuned, held back, later
+held-back batch) apart and for all together; ``--list`` also prints every false positive and negative. Exit status 0
 (2 when the table cannot be read).
 """
 
@@ -189,7 +190,10 @@ def main() -> int:
     if not scripts:
         print("lint_real: no script could be read (no mirror); nothing measured")
         return 0
-    for split, title in (("tune", "tuned on"), ("held", "held back"), ("all", "all")):
+    titles = {"tune": "tuned on", "held": "held back", "fresh": "held back, later batch (new repositories)"}
+    splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
+    for split in splits:
+        title = titles.get(split, split)
         n = sum(scripts.values()) if split == "all" else scripts.get(split, 0)
         print(f"== {title}: {n} scripts")
         d = counts.get(split, {"rule": {}, "severity": {}})
