@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Summary, WriteSum, delegated, rank0_checkpoint
+from .events import Event, Summary, WriteSum, delegated, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
+from .quiet import Pair, forwards, quiet_pairs
 from .scopes import local_names, loop_carried
 from .values import ALL, LZ, UNIFORM, Val, Z, join
 
@@ -220,6 +223,7 @@ class Analyzer:
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
                     writes=_write_summary(w),
                     write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
+                    quiet=self._quiet(f, colls),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)
@@ -242,6 +246,17 @@ class Analyzer:
             if not dirty:
                 break
         self._ctx = {}
+
+    def _quiet(self, f: FuncInfo, colls: list[Event]) -> tuple[Pair, ...]:
+        """The arguments that switch every collective of ``f`` off (:mod:`k8sddp.lint.quiet`)."""
+        if isinstance(f.node, ast.Module) or not colls:
+            return ()
+        entries: list[tuple[ast.AST, Callable[[str, object], bool]]] = []
+        for e in colls:
+            callee = self.summaries.get(e.callee) if e.callee else None
+            pairs = callee.quiet if callee is not None else ()
+            entries.append((e.node, functools.partial(forwards, pairs, dict(e.callee_args))))
+        return quiet_pairs(f.node, [p for p in f.params if p not in ("self", "cls")], entries)
 
     def _aggregate(self) -> tuple[
         dict[str, dict[str, Val]], dict[str, list[CallSite]],

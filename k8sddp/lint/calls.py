@@ -21,6 +21,7 @@ from .calls_io import IOMixin
 from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
 from .exprs import env_key, env_name
+from .quiet import quiet_call
 from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
@@ -63,6 +64,27 @@ def _default(f: FuncInfo, param: str) -> ast.expr | None:
         if p.arg == param:
             return kd
     return None
+
+
+def _call_args(node: ast.Call, f: FuncInfo, params: list[str]) -> dict[str, ast.expr | None]:
+    """``f``'s parameters (``params``, without an implicit ``self``) and the argument expression
+    ``node`` gives each, the parameter's default where it gives none (``None`` when unknown)."""
+    out: dict[str, ast.expr | None] = {}
+    starred = False
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, ast.Starred):
+            starred = True
+            break
+        if i < len(params):
+            out[params[i]] = arg
+    keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+    spread = starred or any(k.arg is None for k in node.keywords)
+    for p in params:
+        if p in keywords:
+            out[p] = keywords[p]
+        elif p not in out:
+            out[p] = None if spread else _default(f, p)
+    return out
 
 
 def _short(path: str) -> str:
@@ -181,9 +203,12 @@ class CallMixin(IOMixin):
         if summ is None:
             return UNIFORM
         if summ.sig and not self.an.is_rank_zero_only(f):
-            desc, line = summ.first
-            where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
-            self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}")
+            args = _call_args(node, f, params)
+            if not (summ.quiet and quiet_call(summ.quiet, args)):  # `create_dataloader(rank=-1)`
+                desc, line = summ.first
+                where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
+                self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}",
+                          callee=f.key, callee_args=tuple(args.items()))
         for p in summ.reads:
             arg = _arg(node, params.index(p), p) if p in params else None
             if arg is not None:

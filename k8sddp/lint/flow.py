@@ -323,6 +323,9 @@ class Walker(CallMixin):
         spans: list[tuple[int, int]] = []
         same = same_assignments(s) if cm != ALL else set()
         raws: list[dict[str, Val]] = []
+        # a value test inside a rank guard (`if rank == 0:` ... `if hooks.stop: return`): the
+        # guarded ranks may take either arm, so an exit in it leaves an unknown subset of them
+        maybe = cm == ALL and not test.distflag and before.mask not in (0, self.entry_mask)
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
             start = len(self.events)
             one = test.kind == "one" and arm is s.body
@@ -330,6 +333,7 @@ class Walker(CallMixin):
             self.mask, self.many = m, many
             ranked = cm != ALL
             outer_partial = self.partial_guard
+            self.partial_guard = outer_partial or maybe
             if ranked:
                 self.cause, self.cause_is_exit = s.test, False
                 self.guards.append(s.test)

@@ -121,6 +121,14 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     return out
 
 
+def _every_rank_left(e: Event, entry_mask: int) -> bool:
+    """A collective every rank still in the function reaches: unconditional, or restricted only
+    by an earlier exit some ranks may have taken (the writer is among the ranks that stayed)."""
+    if e.kind != "coll" or e.mask != entry_mask:
+        return False
+    return e.many is None or (e.cause_is_exit and e.many is e.cause)
+
+
 def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
     no barrier in between (in the function, or in the next iteration of the loop around both)."""
@@ -132,11 +140,10 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
         if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
             continue
-        after = [e for e in events[wr.seq + 1:] if e.kind == "coll" and e.many is None and e.mask == w.entry_mask]
+        after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask)]
         if not after and wr.loops:
             loop = wr.loops[-1]
-            after = [e for e in events[:wr.seq] if e.kind == "coll" and e.many is None
-                     and e.mask == w.entry_mask and loop in e.loops]
+            after = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops]
         if not after or after[0].op == "barrier":
             continue
         nxt = after[0]

@@ -113,7 +113,7 @@ def check_sync(w: Walker) -> list[Raw]:
         stmt = x.node
         if not x.loops:
             continue
-        if x.cause_is_exit and x.cause is not None and x.many is None and any(y.node is x.cause for y in exits):
+        if x.cause_is_exit and x.cause is not None and x.many in (None, x.cause) and any(y.node is x.cause for y in exits):
             continue  # restricted only by an earlier exit, which is reported itself
         hit: Event | None
         if x.op == "continue":
