@@ -21,7 +21,7 @@ from .calls_io import IOMixin
 from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
 from .exprs import env_key, env_name
-from .quiet import quiet_call
+from .quiet import call_args, default_of, quiet_call
 from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
@@ -49,42 +49,6 @@ _MODEL_WORDS = ("model", "net", "module", "encoder", "decoder", "policy", "gpt",
 _NOT_MODEL_WORDS = ("optim", "loader", "sched", "data", "opt")
 _EXCLUDED_ROOTS = ("torch", "numpy", "jax", "tensorflow", "cupy", "math", "tqdm", "horovod", "scipy")
 _FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers")
-
-
-def _default(f: FuncInfo, param: str) -> ast.expr | None:
-    """The default value of ``f``'s parameter ``param``, if it has one."""
-    if isinstance(f.node, ast.Module):
-        return None
-    a = f.node.args
-    positional = [*a.posonlyargs, *a.args]
-    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True):
-        if p.arg == param:
-            return d
-    for p, kd in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        if p.arg == param:
-            return kd
-    return None
-
-
-def _call_args(node: ast.Call, f: FuncInfo, params: list[str]) -> dict[str, ast.expr | None]:
-    """``f``'s parameters (``params``, without an implicit ``self``) and the argument expression
-    ``node`` gives each, the parameter's default where it gives none (``None`` when unknown)."""
-    out: dict[str, ast.expr | None] = {}
-    starred = False
-    for i, arg in enumerate(node.args):
-        if isinstance(arg, ast.Starred):
-            starred = True
-            break
-        if i < len(params):
-            out[params[i]] = arg
-    keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
-    spread = starred or any(k.arg is None for k in node.keywords)
-    for p in params:
-        if p in keywords:
-            out[p] = keywords[p]
-        elif p not in out:
-            out[p] = None if spread else _default(f, p)
-    return out
 
 
 def _short(path: str) -> str:
@@ -203,7 +167,7 @@ class CallMixin(IOMixin):
         if summ is None:
             return UNIFORM
         if summ.sig and not self.an.is_rank_zero_only(f):
-            args = _call_args(node, f, params)
+            args = call_args(node, f.node, params)
             if not (summ.quiet and quiet_call(summ.quiet, args)):  # `create_dataloader(rank=-1)`
                 desc, line = summ.first
                 where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
@@ -248,7 +212,7 @@ class CallMixin(IOMixin):
                 arg = _arg(node, params.index(ws.param), ws.param) if ws.param in params else None
                 val = mapping.get(ws.param)
                 if arg is None:  # not passed: the parameter's default (`filename="checkpoint.pth"`)
-                    arg, val = _default(f, ws.param), UNIFORM
+                    arg, val = default_of(f.node, ws.param), UNIFORM
                 if arg is None:
                     continue
                 path: ast.expr | None = arg

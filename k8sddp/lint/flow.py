@@ -16,6 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
+from .branches import assert_facts, fact_key, pair_arms
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
@@ -86,6 +87,9 @@ class Walker(CallMixin):
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
         self.one_guard = 0
+        #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
+        self.dist_facts: dict[str, bool] = {}
+        self.dist_depth = 0
         self.file_objects: set[str] = set()
         self.bindings: dict[str, Val] = {}
         self.global_reads: set[str] = set()
@@ -300,6 +304,10 @@ class Walker(CallMixin):
         test = self.expr(s.test)
         if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
             test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
+        elif not test.distflag and test.kind is None and self.dist_facts:
+            key, polarity = fact_key(s.test)
+            if key in self.dist_facts:  # `if not opt.evolve:` after `assert not opt.evolve` under DDP
+                test = dataclasses.replace(test, distflag=1 if self.dist_facts[key] == polarity else -1)
         cm = condition_classes(test)
         if test.kind:
             self.uses_rank = True
@@ -329,6 +337,10 @@ class Walker(CallMixin):
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
             start = len(self.events)
             one = test.kind == "one" and arm is s.body
+            # the arm only a run without distribution takes: one process runs it
+            in_dist = bool(test.distflag) and cm == ALL and (arm is s.body) == (test.distflag > 0)
+            one = one or (bool(test.distflag) and cm == ALL and not in_dist)
+            self.dist_depth += in_dist
             self.restore(before)
             self.mask, self.many = m, many
             ranked = cm != ALL
@@ -345,6 +357,7 @@ class Walker(CallMixin):
             if m or self.many is not None:
                 self.block(arm)
             self.one_guard -= one
+            self.dist_depth -= in_dist
             if narrowing:
                 self.class_guards.pop()
             if ranked:
@@ -355,7 +368,7 @@ class Walker(CallMixin):
             spans.append((start, len(self.events)))
         a, b = results
         if cm == MANY and a.mask and b.mask:
-            self.pair_arms(spans, before)
+            pair_arms(self.events, spans, before.many, before.cause, before.cause_is_exit)
         if test.distflag and cm == ALL:  # distributed runs take one arm only
             dist_arm = a if test.distflag > 0 else b
             self.env = dict(dist_arm.env) if dist_arm.mask else merge_envs(a.env, b.env)
@@ -373,21 +386,6 @@ class Walker(CallMixin):
                 self.many, self.cause, self.cause_is_exit = self.last_exit, self.last_exit, True
         elif self.mask != before.mask and self.last_exit is not None:
             self.cause, self.cause_is_exit = self.last_exit, True
-
-
-    def pair_arms(self, spans: list[tuple[int, int]], before: _State) -> None:
-        """Both arms of a rank-dependent ``if`` run the same collectives in the same order and
-        neither leaves early: every rank runs that sequence, so they pair up."""
-        arms = [self.events[a:b] for a, b in spans]
-        if any(e.kind == "exit" for arm in arms for e in arm):
-            return
-        ops = [[e.op for e in arm if e.kind == "coll"] for arm in arms]
-        if ops[0] != ops[1] or not ops[0]:
-            return
-        for arm in arms:
-            for e in arm:
-                if e.kind == "coll":
-                    e.many, e.cause, e.cause_is_exit = before.many, before.cause, before.cause_is_exit
 
     def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
         """Walk a loop body: pre-walk it once silently when values flow between iterations,
@@ -487,6 +485,8 @@ class Walker(CallMixin):
 
     def _s_Assert(self, s: ast.Assert) -> None:
         self.expr(s.test)
+        if self.dist_depth:
+            self.dist_facts.update(assert_facts(s.test))
 
     def _s_Delete(self, s: ast.Delete) -> None:
         return None

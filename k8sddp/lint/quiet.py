@@ -20,7 +20,8 @@ import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["CANDIDATES", "Pair", "enclosing_tests", "forwards", "literal", "quiet_call", "quiet_pairs"]
+__all__ = ["CANDIDATES", "Pair", "call_args", "default_of", "enclosing_tests", "forwards", "literal", "quiet_call",
+           "quiet_pairs"]
 
 #: The literal values tried: the "no rank" sentinels scripts pass for a non-distributed run.
 CANDIDATES: tuple[object, ...] = (-1, 0, None, False)
@@ -153,3 +154,40 @@ def forwards(pairs: tuple[Pair, ...], args: dict[str, ast.expr | None], param: s
         if isinstance(arg, ast.Name) and arg.id == param and _same(value, v):
             return True
     return quiet_call(pairs, args)
+
+
+def default_of(fnode: ast.AST, param: str) -> ast.expr | None:
+    """The default value of parameter ``param`` of the ``def`` ``fnode``, if it has one."""
+    if not isinstance(fnode, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = fnode.args
+    positional = [*a.posonlyargs, *a.args]
+    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True):
+        if p.arg == param:
+            return d
+    for p, kd in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        if p.arg == param:
+            return kd
+    return None
+
+
+def call_args(node: ast.Call, fnode: ast.AST, params: list[str]) -> dict[str, ast.expr | None]:
+    """The callee's parameters (``params``, without an implicit ``self``) and the argument
+    expression ``node`` gives each: the parameter's default (:func:`default_of`) where it gives
+    none, ``None`` when unknown (after a ``*args`` or ``**kwargs``)."""
+    out: dict[str, ast.expr | None] = {}
+    starred = False
+    for i, arg in enumerate(node.args):
+        if isinstance(arg, ast.Starred):
+            starred = True
+            break
+        if i < len(params):
+            out[params[i]] = arg
+    keywords = {k.arg: k.value for k in node.keywords if k.arg is not None}
+    spread = starred or any(k.arg is None for k in node.keywords)
+    for p in params:
+        if p in keywords:
+            out[p] = keywords[p]
+        elif p not in out:
+            out[p] = None if spread else default_of(fnode, p)
+    return out
