@@ -126,8 +126,14 @@ class CallMixin(IOMixin):
 
     def note_instance(self, key: str, value_node: ast.expr | None) -> None:
         """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``)."""
-        cls = (self.an.project.resolve_class(self.mod, value_node.func.id)
-               if isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Name) else None)
+        proj = self.an.project
+        func = value_node.func if isinstance(value_node, ast.Call) else None
+        cls = None
+        if isinstance(func, ast.Name):
+            cls = proj.resolve_class(self.mod, func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in self.env:
+            target = proj.resolve_module_alias(self.mod, func.value.id)  # `saver = utils.CheckpointSaver(...)`
+            cls = proj.resolve_class(target, func.attr) if target is not None else None
         if cls is not None:
             self.instances[key] = cls
         else:
