@@ -325,6 +325,9 @@ class CallMixin(IOMixin):
         if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
             return UNIFORM
+        if q in K.DEEPSPEED_GATHERS:
+            self.emit("coll", "zero-gather", node, detail=f"{q}() (it all-gathers the ZeRO-3 partitions)")
+            return UNIFORM
         if q in K.DDP_WRAPPERS or q in K.FSDP_WRAPPERS or last in ("DistributedDataParallel", "FullyShardedDataParallel"):
             kind = "fsdp" if (q in K.FSDP_WRAPPERS or last == "FullyShardedDataParallel") else "ddp"
             self.emit("coll", kind + "-init", node, detail=f"the {kind.upper()} constructor (it broadcasts parameters from rank 0)")
