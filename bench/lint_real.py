@@ -42,6 +42,8 @@ from k8sddp.lint import lint_paths  # noqa: E402
 
 TABLE = ROOT / "bench" / "lint_corpus.tsv"
 Key = tuple[str, str, int, str]  # repo, path, line, rule
+_EXPORTED = (b".py", b"/pyproject.toml", b"\tpyproject.toml", b"/setup.cfg", b"\tsetup.cfg")
+_COMPLETE = ".complete-2"  # the export holds the _EXPORTED files (older exports: Python files only)
 
 
 def read_table(path: Path = TABLE) -> tuple[list[dict[str, str]], dict[Key, str]]:
@@ -70,14 +72,15 @@ def checkout(mirror: Path, cache: Path, repo: str, commit: str) -> Path | str:
     if not git_dir.is_dir():
         return f"no mirror at {git_dir}"
     dest = cache / f"{repo.replace('/', '+')}@{commit[:12]}"
-    if (dest / ".complete").exists():
+    if (dest / _COMPLETE).exists():
         return dest
-    # only the Python files: a mirror may lack large blobs (data, images), which the linter never reads
+    # only the Python files and the files that mark a project root (the linter resolves imports
+    # from there): a mirror may lack large blobs (data, images), which the linter never reads
     git = ["git", "--git-dir", str(git_dir)]
     try:
         listing = subprocess.run([*git, "ls-tree", "-r", "-z", commit], check=True, capture_output=True).stdout
         blobs = [(entry.split(b"\t", 1)[1].decode(), entry.split()[2].decode())
-                 for entry in listing.split(b"\0") if entry.endswith(b".py") and b" blob " in entry]
+                 for entry in listing.split(b"\0") if entry.endswith(_EXPORTED) and b" blob " in entry]
         batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for _, sha in blobs).encode(),
                                check=True, capture_output=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -95,7 +98,7 @@ def checkout(mirror: Path, cache: Path, repo: str, commit: str) -> Path | str:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(batch[pos:pos + size])
         pos += size + 1
-    (dest / ".complete").write_text(commit)
+    (dest / _COMPLETE).write_text(commit)
     return dest
 
 

@@ -224,6 +224,7 @@ class Analyzer:
                     writes=_write_summary(w),
                     write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
                     quiet=self._quiet(f, colls),
+                    ret_by=w.ret_case if len(w.returns) == 1 else None,
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)

@@ -1,5 +1,7 @@
 """Helpers of the walker's ``if`` handling (:meth:`k8sddp.lint.flow.Walker._s_If`).
 
+- :func:`return_case`: a function that returns ``a if flag else b`` on a parameter (open_clip's
+  ``is_master(args, local=False)``) returns ``b`` at a call that leaves ``flag`` at a false literal.
 - :func:`pair_arms`: both arms of a rank-dependent ``if`` that run the same collectives in the
   same order pair up.
 - Facts that hold in every distributed run: an ``assert`` inside a branch only distributed runs
@@ -12,10 +14,15 @@
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from .events import Event
 
-__all__ = ["assert_facts", "fact_key", "pair_arms"]
+if TYPE_CHECKING:
+    from .flow import Walker
+    from .values import Val
+
+__all__ = ["assert_facts", "fact_key", "pair_arms", "return_case"]
 
 
 def pair_arms(events: list[Event], spans: list[tuple[int, int]], many: ast.AST | None,
@@ -52,3 +59,22 @@ def assert_facts(test: ast.expr) -> list[tuple[str, bool]]:
     if isinstance(test, (ast.Name, ast.Attribute, ast.UnaryOp)):
         return [fact_key(test)]
     return []
+
+
+def return_case(w: Walker, value: ast.expr) -> tuple[str, Val, Val] | None:
+    """For ``return <a> if <param> else <b>`` (or ``if not <param>``), the parameter and the
+    values of the two results, evaluated without recording events; ``None`` for any other
+    return value."""
+    if not isinstance(value, ast.IfExp):
+        return None
+    test, positive = value.test, True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, positive = test.operand, False
+    if not isinstance(test, ast.Name) or test.id not in w.func.params:
+        return None
+    w.silent += 1
+    try:
+        a, b = w.expr(value.body), w.expr(value.orelse)
+    finally:
+        w.silent -= 1
+    return (test.id, a, b) if positive else (test.id, b, a)

@@ -21,7 +21,7 @@ from .calls_io import IOMixin
 from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
 from .exprs import env_key, env_name
-from .quiet import call_args, default_of, quiet_call
+from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
 from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
@@ -172,13 +172,13 @@ class CallMixin(IOMixin):
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM
-        if summ.sig and not self.an.is_rank_zero_only(f):
-            args = call_args(node, f.node, params)
-            if not (summ.quiet and quiet_call(summ.quiet, args)):  # `create_dataloader(rank=-1)`
-                desc, line = summ.first
-                where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
-                self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}",
-                          callee=f.key, callee_args=tuple(args.items()))
+        args = call_args(node, f.node, params)
+        off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
+        if summ.sig and not off and not self.an.is_rank_zero_only(f):
+            desc, line = summ.first
+            where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
+            self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}",
+                      callee=f.key, callee_args=tuple(args.items()))
         for p in summ.reads:
             arg = _arg(node, params.index(p), p) if p in params else None
             if arg is not None:
@@ -188,6 +188,8 @@ class CallMixin(IOMixin):
         if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
             self.io_event("write0", f.name, node, None)
         ret = summ.ret
+        if summ.ret_by is not None and (flag := literal(args.get(summ.ret_by[0]))) is not NOT_LITERAL:
+            ret = summ.ret_by[1] if flag else summ.ret_by[2]  # `is_master(args)`: local=False
         rank, prank = ret.rank, None
         wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
         params_out: frozenset[str] = frozenset()

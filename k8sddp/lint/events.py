@@ -125,6 +125,8 @@ class Summary:
         write0: the checkpoint write it makes on global rank 0 only with no collective after
             it (``save_on_master() at misc.py:12``), empty when none: a call of it is such a
             write for KDP512 (MAE's ``misc.save_model``).
+        ret_by: for a function whose one ``return`` is ``a if param else b``: the parameter and
+            the values of ``a`` and ``b`` (a call with a literal for it gets one of them).
         quiet: ``(parameter, literal)`` pairs for which it runs none of its collectives
             (:func:`k8sddp.lint.quiet.quiet_pairs`).
     """
@@ -136,6 +138,7 @@ class Summary:
     writes: tuple[WriteSum, ...] = ()
     write0: str = ""
     quiet: tuple[tuple[str, object], ...] = ()
+    ret_by: tuple[str, Val, Val] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

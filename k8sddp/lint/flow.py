@@ -16,7 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
-from .branches import assert_facts, fact_key, pair_arms
+from .branches import assert_facts, fact_key, pair_arms, return_case
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
@@ -90,6 +90,7 @@ class Walker(CallMixin):
         #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
         self.dist_facts: dict[str, bool] = {}
         self.dist_depth = 0
+        self.ret_case: tuple[str, Val, Val] | None = None  # `return a if flag else b` (branches.py)
         self.file_objects: set[str] = set()
         self.bindings: dict[str, Val] = {}
         self.global_reads: set[str] = set()
@@ -279,6 +280,7 @@ class Walker(CallMixin):
     def _s_Return(self, s: ast.Return) -> None:
         if s.value is not None:
             self.returns.append(self.expr(s.value))
+            self.ret_case = return_case(self, s.value) if len(self.returns) == 1 else None
         self.exit(s, "return")
 
     def _s_Raise(self, s: ast.Raise) -> None:

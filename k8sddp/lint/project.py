@@ -223,8 +223,8 @@ class Project:
                 candidates.append(anchor / rel)
             candidates.append(self.root / rel)
             above = self.install_root()
-            if above is not None:
-                candidates.append(above / rel)
+            if above is not None:  # the package at the top, or in the src layout (`src/<package>`)
+                candidates.extend((above / rel, above / "src" / rel))
         for c in candidates:
             if not base and not level:
                 continue
@@ -237,7 +237,8 @@ class Project:
         """The nearest folder above the root (at most :data:`_INSTALL_DEPTH` up) that holds a
         ``setup.py``, ``setup.cfg`` or ``pyproject.toml``, when the root itself holds none: the
         folder a ``pip install -e .`` makes importable (DeepSpeed-Chat's ``training/step1/main.py``
-        imports ``dschat`` from two folders up). ``None`` when there is none."""
+        imports ``dschat`` from two folders up; llama-recipes' ``src/llama_cookbook/utils`` imports
+        ``llama_cookbook`` from ``src/``). ``None`` when there is none."""
         if self._install_root is False:
             found: Path | None = None
             if not any((self.root / m).is_file() for m in _INSTALL_MARKERS):

@@ -20,13 +20,15 @@ import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["CANDIDATES", "Pair", "call_args", "default_of", "enclosing_tests", "forwards", "literal", "quiet_call",
+__all__ = ["CANDIDATES", "NOT_LITERAL", "Pair", "call_args", "default_of", "enclosing_tests", "forwards", "literal", "quiet_call",
            "quiet_pairs"]
 
 #: The literal values tried: the "no rank" sentinels scripts pass for a non-distributed run.
 CANDIDATES: tuple[object, ...] = (-1, 0, None, False)
 Pair = tuple[str, object]
 _MISSING = object()
+#: What :func:`literal` returns for an expression that is not a literal.
+NOT_LITERAL = _MISSING
 
 _CMP: dict[type[ast.cmpop], Callable[[Any, Any], object]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
@@ -36,8 +38,8 @@ _CMP: dict[type[ast.cmpop], Callable[[Any, Any], object]] = {
 
 
 def literal(node: ast.AST | None) -> object:
-    """The value of a literal expression (``-1``, ``None``, ``[-1, 0]``), else a sentinel that
-    equals nothing (compare with ``is`` against :data:`CANDIDATES` only through :func:`_same`)."""
+    """The value of a literal expression (``-1``, ``None``, ``[-1, 0]``), else
+    :data:`NOT_LITERAL`."""
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \

@@ -144,7 +144,7 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         if not after and wr.loops:
             loop = wr.loops[-1]
             after = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops]
-        if not after or after[0].op == "barrier":
+        if not after or after[0].op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
             continue
         nxt = after[0]
         out.append(at("KDP512", wr.node,
