@@ -225,6 +225,7 @@ class Analyzer:
                     write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
                     quiet=self._quiet(f, colls),
                     ret_by=w.ret_case if len(w.returns) == 1 else None,
+                    init_pg=w.inits_pg,
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)

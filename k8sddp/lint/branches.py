@@ -8,7 +8,10 @@
   take (YOLOv5: ``if LOCAL_RANK != -1: assert not opt.evolve, "--evolve is not compatible with
   DDP"``) makes the asserted flag known there, so a later ``if not opt.evolve:`` takes its body
   in every distributed run and its ``else`` runs as a single process (:func:`fact_key`,
-  :func:`assert_facts`).
+  :func:`assert_facts`). So does the arm of a uniform ``if`` that initialises the process group
+  (llama-recipes: ``if train_config.enable_fsdp: setup()``; :func:`note_init`).
+- :func:`walk_try`: ``try``/``except``, where an ``except StopIteration`` body runs when this
+  rank's data ran out (the others may still hold batches).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import ast
 from typing import TYPE_CHECKING
 
 from .events import Event
+from .scopes import runs_dry
+from .values import UNIFORM, merge_envs
 
 if TYPE_CHECKING:
     from .flow import Walker
     from .values import Val
 
-__all__ = ["assert_facts", "fact_key", "pair_arms", "return_case"]
+__all__ = ["assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_try"]
 
 
 def pair_arms(events: list[Event], spans: list[tuple[int, int]], many: ast.AST | None,
@@ -78,3 +83,49 @@ def return_case(w: Walker, value: ast.expr) -> tuple[str, Val, Val] | None:
     finally:
         w.silent -= 1
     return (test.id, a, b) if positive else (test.id, b, a)
+
+
+def fact_flag(facts: dict[str, bool], node: ast.expr) -> int:
+    """1 when ``facts`` (:func:`fact_key` text -> truth in distributed runs) say ``node`` is true
+    in every distributed run, -1 when false, else 0."""
+    if not facts:
+        return 0
+    key, polarity = fact_key(node)
+    if key not in facts:
+        return 0
+    return 1 if facts[key] == polarity else -1
+
+
+def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:
+    """Record that the arm of ``if test`` (its body when ``in_body``) initialised the process
+    group: every distributed run took that arm, so ``test`` has that truth there."""
+    key, polarity = fact_key(test)
+    facts.setdefault(key, polarity if in_body else not polarity)
+
+
+def walk_try(w: Walker, s: ast.Try) -> None:
+    """Walk ``try``: the body and ``else``, then each handler from the state before the body;
+    the states join, then ``finally`` runs."""
+    before = w.save()
+    w.block(s.body)
+    w.block(s.orelse)
+    after_body = w.save()
+    states = [after_body]
+    for h in s.handlers:
+        w.restore(before)
+        if h.name:
+            w.env[h.name] = UNIFORM
+        dry = h.type is not None and runs_dry(h.type, w.mod.source)
+        if dry:  # this rank's data ran out: other ranks may still hold batches
+            w.many, w.cause, w.cause_is_exit = h.type, h.type, False
+        w.block(h.body)
+        if dry:
+            w.many, w.cause, w.cause_is_exit = before.many, before.cause, before.cause_is_exit
+        states.append(w.save())
+    w.restore(after_body)
+    for st in states[1:]:
+        w.env = merge_envs(w.env, st.env)
+        w.mask |= st.mask
+    if w.mask == 0 and s.finalbody:
+        w.mask = before.mask
+    w.block(s.finalbody)

@@ -78,6 +78,7 @@ class CallMixin(IOMixin):
     param_io: set[tuple[str, str]]
     file_objects: set[str]
     instances: dict[str, tuple[Module, str]]
+    inits_pg: bool
 
     @abc.abstractmethod
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -185,6 +186,7 @@ class CallMixin(IOMixin):
                 self.emit("read", f"{f.name}", node, path=arg, path_val=mapping.get(p))
         if summ.writes:
             self.call_writes(node, f, params, mapping, summ.writes)
+        self.inits_pg = self.inits_pg or summ.init_pg
         if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
             self.io_event("write0", f.name, node, None)
         ret = summ.ret
@@ -323,10 +325,13 @@ class CallMixin(IOMixin):
             if last in ("recv", "irecv"):
                 self.inplace(node, K.RANKED_INPLACE[last], "other")
             if last in ("init_process_group", "init_device_mesh"):
+                self.inits_pg = True
                 return UNIFORM
         if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
             return UNIFORM
+        if q.startswith("deepspeed") and last == "init_distributed":
+            self.inits_pg = True
         if q in K.DEEPSPEED_GATHERS:
             self.emit("coll", "zero-gather", node, detail=f"{q}() (it all-gathers the ZeRO-3 partitions)")
             return UNIFORM

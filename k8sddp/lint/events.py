@@ -127,6 +127,7 @@ class Summary:
             write for KDP512 (MAE's ``misc.save_model``).
         ret_by: for a function whose one ``return`` is ``a if param else b``: the parameter and
             the values of ``a`` and ``b`` (a call with a literal for it gets one of them).
+        init_pg: it initialises the process group (``init_process_group``, directly or in a callee).
         quiet: ``(parameter, literal)`` pairs for which it runs none of its collectives
             (:func:`k8sddp.lint.quiet.quiet_pairs`).
     """
@@ -139,6 +140,7 @@ class Summary:
     write0: str = ""
     quiet: tuple[tuple[str, object], ...] = ()
     ret_by: tuple[str, Val, Val] | None = None
+    init_pg: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

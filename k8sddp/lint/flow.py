@@ -16,11 +16,11 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
-from .branches import assert_facts, fact_key, pair_arms, return_case
+from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case, walk_try
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .scopes import runs_dry, same_assignments
+from .scopes import same_assignments
 from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind, merge_envs
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class Walker(CallMixin):
         #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
         self.dist_facts: dict[str, bool] = {}
         self.dist_depth = 0
+        self.inits_pg = False  # an init_process_group (or a helper running one) was walked
         self.ret_case: tuple[str, Val, Val] | None = None  # `return a if flag else b` (branches.py)
         self.file_objects: set[str] = set()
         self.bindings: dict[str, Val] = {}
@@ -306,10 +307,8 @@ class Walker(CallMixin):
         test = self.expr(s.test)
         if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
             test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
-        elif not test.distflag and test.kind is None and self.dist_facts:
-            key, polarity = fact_key(s.test)
-            if key in self.dist_facts:  # `if not opt.evolve:` after `assert not opt.evolve` under DDP
-                test = dataclasses.replace(test, distflag=1 if self.dist_facts[key] == polarity else -1)
+        elif not test.distflag and test.kind is None and (flag := self.dist_fact(s.test)):
+            test = dataclasses.replace(test, distflag=flag)  # `if not opt.evolve:` (branches.py)
         cm = condition_classes(test)
         if test.kind:
             self.uses_rank = True
@@ -356,8 +355,11 @@ class Walker(CallMixin):
             if narrowing:
                 self.class_guards.append(s.test)
             self.one_guard += one
+            inits = self.inits_pg
             if m or self.many is not None:
                 self.block(arm)
+            if not inits and self.inits_pg and cm == ALL and not test.distflag and test.kind is None:
+                note_init(self.dist_facts, s.test, arm is s.body)  # `if cfg.enable_fsdp: setup()`
             self.one_guard -= one
             self.dist_depth -= in_dist
             if narrowing:
@@ -449,29 +451,7 @@ class Walker(CallMixin):
     _s_AsyncWith = _s_With  # type: ignore[assignment]
 
     def _s_Try(self, s: ast.Try) -> None:
-        before = self.save()
-        self.block(s.body)
-        self.block(s.orelse)
-        after_body = self.save()
-        states = [after_body]
-        for h in s.handlers:
-            self.restore(before)
-            if h.name:
-                self.env[h.name] = UNIFORM
-            dry = h.type is not None and runs_dry(h.type, self.mod.source)
-            if dry:  # this rank's data ran out: other ranks may still hold batches
-                self.many, self.cause, self.cause_is_exit = h.type, h.type, False
-            self.block(h.body)
-            if dry:
-                self.many, self.cause, self.cause_is_exit = before.many, before.cause, before.cause_is_exit
-            states.append(self.save())
-        self.restore(after_body)
-        for st in states[1:]:
-            self.env = merge_envs(self.env, st.env)
-            self.mask |= st.mask
-        if self.mask == 0 and s.finalbody:
-            self.mask = before.mask
-        self.block(s.finalbody)
+        walk_try(self, s)
 
     _s_TryStar = _s_Try  # type: ignore[assignment]
 
@@ -492,6 +472,10 @@ class Walker(CallMixin):
 
     def _s_Delete(self, s: ast.Delete) -> None:
         return None
+
+    def dist_fact(self, node: ast.expr) -> int:
+        """1 when ``node`` is known true in every distributed run, -1 when known false, else 0."""
+        return fact_flag(self.dist_facts, node)
 
     # -- results -----------------------------------------------------------------------------
     def return_val(self) -> Val:

@@ -138,7 +138,10 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         if not is_checkpoint(wr):
             continue
         wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
-        if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
+        # under a condition of unknown shape (`not args.multiprocessing_distributed or rank == 0`)
+        # it is still some ranks, unless only an earlier exit restricted it
+        some = wr.many is not None and not (wr.cause_is_exit and wr.many is wr.cause)
+        if ctx.many is not None or wmask == 0 or (wmask == w.entry_mask & ctx.mask and not some):
             continue
         after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask)]
         if not after and wr.loops:
