@@ -21,6 +21,7 @@ import ast
 
 from .events import Event, Raw, at, cond_text
 from .flow import Walker
+from .scopes import exclusive_arms
 from .values import ALL, LZ, N, Z
 
 __all__ = ["check_sync"]
@@ -118,10 +119,12 @@ def check_sync(w: Walker) -> list[Raw]:
         hit: Event | None
         if x.op == "continue":
             loop = x.loops[-1]
-            hit = next((c for c in coll if loop in c.loops and c.seq > x.seq), None)
+            hit = next((c for c in coll if loop in c.loops and c.seq > x.seq
+                        and not exclusive_arms(loop, x.node, c.node, x.guard_names | c.guard_names)), None)
         else:
             loop = x.loops[-1] if x.op == "break" else x.loops[0]
-            hit = next((c for c in coll if loop in c.loops), None)
+            hit = next((c for c in coll if loop in c.loops
+                        and not exclusive_arms(loop, x.node, c.node, x.guard_names | c.guard_names)), None)
         if hit is not None:
             blamed_exits.setdefault(id(stmt), (stmt, hit))
 
