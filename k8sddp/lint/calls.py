@@ -173,7 +173,7 @@ class CallMixin(IOMixin):
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM
-        args = call_args(node, f.node, params)
+        args = call_args(node, f.node, params) if summ.sig or summ.ret_by is not None else {}
         off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
         if summ.sig and not off and not self.an.is_rank_zero_only(f):
             desc, line = summ.first

@@ -91,6 +91,7 @@ class Walker(CallMixin):
         self.dist_facts: dict[str, bool] = {}
         self.dist_depth = 0
         self.inits_pg = False  # an init_process_group (or a helper running one) was walked
+        self.test_names: set[str] = set()  # names the if/while tests read (lint/quiet.py)
         self.ret_case: tuple[str, Val, Val] | None = None  # `return a if flag else b` (branches.py)
         self.file_objects: set[str] = set()
         self.bindings: dict[str, Val] = {}
@@ -305,6 +306,7 @@ class Walker(CallMixin):
 
     def _s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
+        self.test_names.update(n.id for n in ast.walk(s.test) if isinstance(n, ast.Name))
         if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
             test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
         elif not test.distflag and test.kind is None and (flag := self.dist_fact(s.test)):
@@ -432,6 +434,7 @@ class Walker(CallMixin):
     _s_AsyncFor = _s_For  # type: ignore[assignment]
 
     def _s_While(self, s: ast.While) -> None:
+        self.test_names.update(n.id for n in ast.walk(s.test) if isinstance(n, ast.Name))
         self.loop(s, self.expr(s.test), s.body)
 
     def _s_With(self, s: ast.With) -> None:

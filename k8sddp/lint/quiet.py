@@ -113,19 +113,19 @@ def enclosing_tests(func: ast.AST) -> dict[int, list[tuple[ast.expr, bool]]]:
 
 
 def quiet_pairs(
-    func: ast.AST, params: Iterable[str], colls: Sequence[tuple[ast.AST, Callable[[str, object], bool]]],
+    tests: dict[int, list[tuple[ast.expr, bool]]], params: Iterable[str],
+    colls: Sequence[tuple[ast.AST, Callable[[str, object], bool]]],
 ) -> tuple[Pair, ...]:
-    """The ``(parameter, value)`` pairs for which ``func`` runs none of its collectives.
+    """The ``(parameter, value)`` pairs for which a function runs none of its collectives.
 
     Args:
-        func: the function's ``def`` node.
+        tests: :func:`enclosing_tests` of the function's ``def`` node.
         params: its parameter names.
         colls: each collective's node, with a predicate saying whether that collective (a call
             of another helper) is off when this function's parameter has that value.
     """
     if not colls:
         return ()
-    tests = enclosing_tests(func)
     out: list[Pair] = []
     for p in params:
         for value in CANDIDATES:
