@@ -2,7 +2,8 @@
 
 The labels live in ``bench/lint_corpus.tsv`` (written before the linter was run on the
 scripts): one ``script`` row per script (repository, path, commit, and its split: ``tune``,
-looked at while tuning the rules, or ``held``, held back), and one ``hazard`` row per expected
+looked at while tuning the rules, ``held``, held back, or ``fresh``, held back in a later batch from
+repositories new to the corpus), and one ``hazard`` row per expected
 finding (line, rule, a one-line reason). The scripts themselves are not vendored: each
 repository is read from a bare git mirror (``--mirror``, default ``$K8SDDP_MIRROR`` or
 ``/work/.mirror``, laid out as ``<owner>+<name>/repo``, what the ``fetch`` tool of this
@@ -16,8 +17,8 @@ script's file and not exempted by ``# noqa``. A finding whose (line, rule) is la
 positive, any other a false positive; a label without a finding is a false negative.
 
 Usage: ``python bench/lint_real.py [--mirror DIR] [--cache DIR] [--json] [--list]``. Prints raw
-counts and precision/recall per rule and per severity, for the tuned and the held-back scripts
-apart and together; ``--list`` also prints every false positive and negative. Exit status 0
+counts and precision/recall per rule and per severity, for each split (tuned, held back, later
+held-back batch) apart and for all together; ``--list`` also prints every false positive and negative. Exit status 0
 (2 when the table cannot be read).
 """
 
@@ -41,6 +42,8 @@ from k8sddp.lint import lint_paths  # noqa: E402
 
 TABLE = ROOT / "bench" / "lint_corpus.tsv"
 Key = tuple[str, str, int, str]  # repo, path, line, rule
+_EXPORTED = (b".py", b"/pyproject.toml", b"\tpyproject.toml", b"/setup.cfg", b"\tsetup.cfg")
+_COMPLETE = ".complete-2"  # the export holds the _EXPORTED files (older exports: Python files only)
 
 
 def read_table(path: Path = TABLE) -> tuple[list[dict[str, str]], dict[Key, str]]:
@@ -69,14 +72,15 @@ def checkout(mirror: Path, cache: Path, repo: str, commit: str) -> Path | str:
     if not git_dir.is_dir():
         return f"no mirror at {git_dir}"
     dest = cache / f"{repo.replace('/', '+')}@{commit[:12]}"
-    if (dest / ".complete").exists():
+    if (dest / _COMPLETE).exists():
         return dest
-    # only the Python files: a mirror may lack large blobs (data, images), which the linter never reads
+    # only the Python files and the files that mark a project root (the linter resolves imports
+    # from there): a mirror may lack large blobs (data, images), which the linter never reads
     git = ["git", "--git-dir", str(git_dir)]
     try:
         listing = subprocess.run([*git, "ls-tree", "-r", "-z", commit], check=True, capture_output=True).stdout
         blobs = [(entry.split(b"\t", 1)[1].decode(), entry.split()[2].decode())
-                 for entry in listing.split(b"\0") if entry.endswith(b".py") and b" blob " in entry]
+                 for entry in listing.split(b"\0") if entry.endswith(_EXPORTED) and b" blob " in entry]
         batch = subprocess.run([*git, "cat-file", "--batch"], input="".join(f"{sha}\n" for _, sha in blobs).encode(),
                                check=True, capture_output=True).stdout
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -94,7 +98,7 @@ def checkout(mirror: Path, cache: Path, repo: str, commit: str) -> Path | str:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(batch[pos:pos + size])
         pos += size + 1
-    (dest / ".complete").write_text(commit)
+    (dest / _COMPLETE).write_text(commit)
     return dest
 
 
@@ -189,7 +193,10 @@ def main() -> int:
     if not scripts:
         print("lint_real: no script could be read (no mirror); nothing measured")
         return 0
-    for split, title in (("tune", "tuned on"), ("held", "held back"), ("all", "all")):
+    titles = {"tune": "tuned on", "held": "held back", "fresh": "held back, later batch (new repositories)"}
+    splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
+    for split in splits:
+        title = titles.get(split, split)
         n = sum(scripts.values()) if split == "all" else scripts.get(split, 0)
         print(f"== {title}: {n} scripts")
         d = counts.get(split, {"rule": {}, "severity": {}})

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Summary, WriteSum, delegated, rank0_checkpoint
+from .events import Event, Summary, WriteSum, delegated, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
+from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
 from .scopes import local_names, loop_carried
 from .values import ALL, LZ, UNIFORM, Val, Z, join
 
@@ -95,6 +98,7 @@ class Analyzer:
         self._ctx: dict[str, Context] = {}
         self._locals: dict[str, set[str]] = {}
         self._carried: dict[int, bool] = {}
+        self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
         self.too_deep: set[str] = set()
 
@@ -220,6 +224,9 @@ class Analyzer:
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
                     writes=_write_summary(w),
                     write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
+                    quiet=self._quiet(f, colls, w.test_names),
+                    ret_by=w.ret_case if len(w.returns) == 1 else None,
+                    init_pg=w.inits_pg,
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)
@@ -242,6 +249,25 @@ class Analyzer:
             if not dirty:
                 break
         self._ctx = {}
+
+    def _quiet(self, f: FuncInfo, colls: list[Event], test_names: set[str]) -> tuple[Pair, ...]:
+        """The arguments that switch every collective of ``f`` off (:mod:`k8sddp.lint.quiet`);
+        ``test_names``: the names its ``if``/``while`` tests read."""
+        if isinstance(f.node, ast.Module) or not colls:
+            return ()
+        params = [p for p in f.params if p not in ("self", "cls")]
+        entries: list[tuple[ast.AST, Callable[[str, object], bool]]] = []
+        forwarded = False
+        for e in colls:
+            callee = self.summaries.get(e.callee) if e.callee else None
+            pairs = callee.quiet if callee is not None else ()
+            forwarded = forwarded or bool(pairs)
+            entries.append((e.node, functools.partial(forwards, pairs, dict(e.callee_args))))
+        if not forwarded and not test_names & set(params):
+            return ()  # no test of a parameter, no helper switched off by one: nothing to find
+        if f.key not in self._tests:
+            self._tests[f.key] = enclosing_tests(f.node)
+        return quiet_pairs(self._tests[f.key], params, entries)
 
     def _aggregate(self) -> tuple[
         dict[str, dict[str, Val]], dict[str, list[CallSite]],

@@ -21,6 +21,7 @@ from .calls_io import IOMixin
 from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
 from .exprs import env_key, env_name
+from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
 from .values import ALL, UNIFORM, Val, join, join_kind
 
 if TYPE_CHECKING:
@@ -50,21 +51,6 @@ _EXCLUDED_ROOTS = ("torch", "numpy", "jax", "tensorflow", "cupy", "math", "tqdm"
 _FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers")
 
 
-def _default(f: FuncInfo, param: str) -> ast.expr | None:
-    """The default value of ``f``'s parameter ``param``, if it has one."""
-    if isinstance(f.node, ast.Module):
-        return None
-    a = f.node.args
-    positional = [*a.posonlyargs, *a.args]
-    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True):
-        if p.arg == param:
-            return d
-    for p, kd in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        if p.arg == param:
-            return kd
-    return None
-
-
 def _short(path: str) -> str:
     """``path`` relative to the working folder when it lies below it (messages)."""
     try:
@@ -92,6 +78,7 @@ class CallMixin(IOMixin):
     param_io: set[tuple[str, str]]
     file_objects: set[str]
     instances: dict[str, tuple[Module, str]]
+    inits_pg: bool
 
     @abc.abstractmethod
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -140,8 +127,14 @@ class CallMixin(IOMixin):
 
     def note_instance(self, key: str, value_node: ast.expr | None) -> None:
         """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``)."""
-        cls = (self.an.project.resolve_class(self.mod, value_node.func.id)
-               if isinstance(value_node, ast.Call) and isinstance(value_node.func, ast.Name) else None)
+        proj = self.an.project
+        func = value_node.func if isinstance(value_node, ast.Call) else None
+        cls = None
+        if isinstance(func, ast.Name):
+            cls = proj.resolve_class(self.mod, func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in self.env:
+            target = proj.resolve_module_alias(self.mod, func.value.id)  # `saver = utils.CheckpointSaver(...)`
+            cls = proj.resolve_class(target, func.attr) if target is not None else None
         if cls is not None:
             self.instances[key] = cls
         else:
@@ -180,19 +173,25 @@ class CallMixin(IOMixin):
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM
-        if summ.sig and not self.an.is_rank_zero_only(f):
+        args = call_args(node, f.node, params) if summ.sig or summ.ret_by is not None else {}
+        off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
+        if summ.sig and not off and not self.an.is_rank_zero_only(f):
             desc, line = summ.first
             where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
-            self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}")
+            self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}",
+                      callee=f.key, callee_args=tuple(args.items()))
         for p in summ.reads:
             arg = _arg(node, params.index(p), p) if p in params else None
             if arg is not None:
                 self.emit("read", f"{f.name}", node, path=arg, path_val=mapping.get(p))
         if summ.writes:
             self.call_writes(node, f, params, mapping, summ.writes)
+        self.inits_pg = self.inits_pg or summ.init_pg
         if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
             self.io_event("write0", f.name, node, None)
         ret = summ.ret
+        if summ.ret_by is not None and (flag := literal(args.get(summ.ret_by[0]))) is not NOT_LITERAL:
+            ret = summ.ret_by[1] if flag else summ.ret_by[2]  # `is_master(args)`: local=False
         rank, prank = ret.rank, None
         wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
         params_out: frozenset[str] = frozenset()
@@ -223,7 +222,7 @@ class CallMixin(IOMixin):
                 arg = _arg(node, params.index(ws.param), ws.param) if ws.param in params else None
                 val = mapping.get(ws.param)
                 if arg is None:  # not passed: the parameter's default (`filename="checkpoint.pth"`)
-                    arg, val = _default(f, ws.param), UNIFORM
+                    arg, val = default_of(f.node, ws.param), UNIFORM
                 if arg is None:
                     continue
                 path: ast.expr | None = arg
@@ -326,9 +325,15 @@ class CallMixin(IOMixin):
             if last in ("recv", "irecv"):
                 self.inplace(node, K.RANKED_INPLACE[last], "other")
             if last in ("init_process_group", "init_device_mesh"):
+                self.inits_pg = True
                 return UNIFORM
         if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
+            return UNIFORM
+        if q.startswith("deepspeed") and last == "init_distributed":
+            self.inits_pg = True
+        if q in K.DEEPSPEED_GATHERS:
+            self.emit("coll", "zero-gather", node, detail=f"{q}() (it all-gathers the ZeRO-3 partitions)")
             return UNIFORM
         if q in K.DDP_WRAPPERS or q in K.FSDP_WRAPPERS or last in ("DistributedDataParallel", "FullyShardedDataParallel"):
             kind = "fsdp" if (q in K.FSDP_WRAPPERS or last == "FullyShardedDataParallel") else "ddp"

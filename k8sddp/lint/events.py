@@ -42,6 +42,9 @@ class Event:
         one: under a condition true on exactly one rank (``rank == src``).
         class_cause: the innermost condition that restricted the rank classes (``if
             master_process:``), even when a value-dependent condition is nested inside it.
+        callee: for a call of a project function, its key; ``callee_args``: that function's
+            parameters and the argument expressions the call gives them (the default where
+            it gives none), for :mod:`k8sddp.lint.quiet`.
     """
 
     kind: str
@@ -61,6 +64,8 @@ class Event:
     seq: int = 0
     one: bool = False
     class_cause: ast.AST | None = None
+    callee: str = ""
+    callee_args: tuple[tuple[str, ast.expr | None], ...] = ()
 
     @property
     def line(self) -> int:
@@ -120,6 +125,11 @@ class Summary:
         write0: the checkpoint write it makes on global rank 0 only with no collective after
             it (``save_on_master() at misc.py:12``), empty when none: a call of it is such a
             write for KDP512 (MAE's ``misc.save_model``).
+        ret_by: for a function whose one ``return`` is ``a if param else b``: the parameter and
+            the values of ``a`` and ``b`` (a call with a literal for it gets one of them).
+        init_pg: it initialises the process group (``init_process_group``, directly or in a callee).
+        quiet: ``(parameter, literal)`` pairs for which it runs none of its collectives
+            (:func:`k8sddp.lint.quiet.quiet_pairs`).
     """
 
     ret: Val = dataclasses.field(default_factory=Val)
@@ -128,6 +138,9 @@ class Summary:
     reads: tuple[str, ...] = ()
     writes: tuple[WriteSum, ...] = ()
     write0: str = ""
+    quiet: tuple[tuple[str, object], ...] = ()
+    ret_by: tuple[str, Val, Val] | None = None
+    init_pg: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -231,6 +231,14 @@ class ExprEval(abc.ABC):
             return out
         if isinstance(node.op, ast.And) and len(ranked) == 1 and ranked[0].kind == "one":
             return dataclasses.replace(out.with_kind("one"), partial=True)
+        if isinstance(node.op, ast.Or):
+            flags = [v.distflag or self.dist_fact(n) for v, n in zip(vals, node.values, strict=True) if not v.kind]
+            if any(f > 0 for f in flags):
+                return out.with_kind(None)  # true in every distributed run
+            if any(not f for f in flags):
+                # `not args.multiprocessing_distributed or rank == 0`: where the flag holds (a
+                # torchrun launch), true on every rank
+                return out.with_kind("other")
         masks = [classes_of(truth_kind(v.kind)) for v in ranked]
         if isinstance(node.op, ast.And):
             known = [m for m in masks if m != MANY]
@@ -251,6 +259,11 @@ class ExprEval(abc.ABC):
         for k in masks:
             m |= k
         return out.with_kind(kind_of_mask(m))
+
+    def dist_fact(self, node: ast.expr) -> int:
+        """1/-1 when ``node`` is known true/false in every distributed run (the walker knows
+        asserted and initialising flags), else 0."""
+        return 0
 
     def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
         """Evaluate ``node`` where ``test`` is true (or false); the walker narrows its classes."""

@@ -16,10 +16,11 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
+from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case, walk_try
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .scopes import runs_dry, same_assignments
+from .scopes import same_assignments
 from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind, merge_envs
 
 if TYPE_CHECKING:
@@ -86,6 +87,12 @@ class Walker(CallMixin):
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
         self.one_guard = 0
+        #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
+        self.dist_facts: dict[str, bool] = {}
+        self.dist_depth = 0
+        self.inits_pg = False  # an init_process_group (or a helper running one) was walked
+        self.test_names: set[str] = set()  # names the if/while tests read (lint/quiet.py)
+        self.ret_case: tuple[str, Val, Val] | None = None  # `return a if flag else b` (branches.py)
         self.file_objects: set[str] = set()
         self.bindings: dict[str, Val] = {}
         self.global_reads: set[str] = set()
@@ -275,6 +282,7 @@ class Walker(CallMixin):
     def _s_Return(self, s: ast.Return) -> None:
         if s.value is not None:
             self.returns.append(self.expr(s.value))
+            self.ret_case = return_case(self, s.value) if len(self.returns) == 1 else None
         self.exit(s, "return")
 
     def _s_Raise(self, s: ast.Raise) -> None:
@@ -298,8 +306,11 @@ class Walker(CallMixin):
 
     def _s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
+        self.test_names.update(n.id for n in ast.walk(s.test) if isinstance(n, ast.Name))
         if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
             test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
+        elif not test.distflag and test.kind is None and (flag := self.dist_fact(s.test)):
+            test = dataclasses.replace(test, distflag=flag)  # `if not opt.evolve:` (branches.py)
         cm = condition_classes(test)
         if test.kind:
             self.uses_rank = True
@@ -323,13 +334,21 @@ class Walker(CallMixin):
         spans: list[tuple[int, int]] = []
         same = same_assignments(s) if cm != ALL else set()
         raws: list[dict[str, Val]] = []
+        # a value test inside a rank guard (`if rank == 0:` ... `if hooks.stop: return`): the
+        # guarded ranks may take either arm, so an exit in it leaves an unknown subset of them
+        maybe = cm == ALL and not test.distflag and before.mask not in (0, self.entry_mask)
         for arm, m in ((s.body, arms_mask[0]), (s.orelse, arms_mask[1])):
             start = len(self.events)
             one = test.kind == "one" and arm is s.body
+            # the arm only a run without distribution takes: one process runs it
+            in_dist = bool(test.distflag) and cm == ALL and (arm is s.body) == (test.distflag > 0)
+            one = one or (bool(test.distflag) and cm == ALL and not in_dist)
+            self.dist_depth += in_dist
             self.restore(before)
             self.mask, self.many = m, many
             ranked = cm != ALL
             outer_partial = self.partial_guard
+            self.partial_guard = outer_partial or maybe
             if ranked:
                 self.cause, self.cause_is_exit = s.test, False
                 self.guards.append(s.test)
@@ -338,9 +357,13 @@ class Walker(CallMixin):
             if narrowing:
                 self.class_guards.append(s.test)
             self.one_guard += one
+            inits = self.inits_pg
             if m or self.many is not None:
                 self.block(arm)
+            if not inits and self.inits_pg and cm == ALL and not test.distflag and test.kind is None:
+                note_init(self.dist_facts, s.test, arm is s.body)  # `if cfg.enable_fsdp: setup()`
             self.one_guard -= one
+            self.dist_depth -= in_dist
             if narrowing:
                 self.class_guards.pop()
             if ranked:
@@ -351,7 +374,7 @@ class Walker(CallMixin):
             spans.append((start, len(self.events)))
         a, b = results
         if cm == MANY and a.mask and b.mask:
-            self.pair_arms(spans, before)
+            pair_arms(self.events, spans, before.many, before.cause, before.cause_is_exit)
         if test.distflag and cm == ALL:  # distributed runs take one arm only
             dist_arm = a if test.distflag > 0 else b
             self.env = dict(dist_arm.env) if dist_arm.mask else merge_envs(a.env, b.env)
@@ -369,21 +392,6 @@ class Walker(CallMixin):
                 self.many, self.cause, self.cause_is_exit = self.last_exit, self.last_exit, True
         elif self.mask != before.mask and self.last_exit is not None:
             self.cause, self.cause_is_exit = self.last_exit, True
-
-
-    def pair_arms(self, spans: list[tuple[int, int]], before: _State) -> None:
-        """Both arms of a rank-dependent ``if`` run the same collectives in the same order and
-        neither leaves early: every rank runs that sequence, so they pair up."""
-        arms = [self.events[a:b] for a, b in spans]
-        if any(e.kind == "exit" for arm in arms for e in arm):
-            return
-        ops = [[e.op for e in arm if e.kind == "coll"] for arm in arms]
-        if ops[0] != ops[1] or not ops[0]:
-            return
-        for arm in arms:
-            for e in arm:
-                if e.kind == "coll":
-                    e.many, e.cause, e.cause_is_exit = before.many, before.cause, before.cause_is_exit
 
     def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
         """Walk a loop body: pre-walk it once silently when values flow between iterations,
@@ -426,6 +434,7 @@ class Walker(CallMixin):
     _s_AsyncFor = _s_For  # type: ignore[assignment]
 
     def _s_While(self, s: ast.While) -> None:
+        self.test_names.update(n.id for n in ast.walk(s.test) if isinstance(n, ast.Name))
         self.loop(s, self.expr(s.test), s.body)
 
     def _s_With(self, s: ast.With) -> None:
@@ -445,29 +454,7 @@ class Walker(CallMixin):
     _s_AsyncWith = _s_With  # type: ignore[assignment]
 
     def _s_Try(self, s: ast.Try) -> None:
-        before = self.save()
-        self.block(s.body)
-        self.block(s.orelse)
-        after_body = self.save()
-        states = [after_body]
-        for h in s.handlers:
-            self.restore(before)
-            if h.name:
-                self.env[h.name] = UNIFORM
-            dry = h.type is not None and runs_dry(h.type, self.mod.source)
-            if dry:  # this rank's data ran out: other ranks may still hold batches
-                self.many, self.cause, self.cause_is_exit = h.type, h.type, False
-            self.block(h.body)
-            if dry:
-                self.many, self.cause, self.cause_is_exit = before.many, before.cause, before.cause_is_exit
-            states.append(self.save())
-        self.restore(after_body)
-        for st in states[1:]:
-            self.env = merge_envs(self.env, st.env)
-            self.mask |= st.mask
-        if self.mask == 0 and s.finalbody:
-            self.mask = before.mask
-        self.block(s.finalbody)
+        walk_try(self, s)
 
     _s_TryStar = _s_Try  # type: ignore[assignment]
 
@@ -483,9 +470,15 @@ class Walker(CallMixin):
 
     def _s_Assert(self, s: ast.Assert) -> None:
         self.expr(s.test)
+        if self.dist_depth:
+            self.dist_facts.update(assert_facts(s.test))
 
     def _s_Delete(self, s: ast.Delete) -> None:
         return None
+
+    def dist_fact(self, node: ast.expr) -> int:
+        """1 when ``node`` is known true in every distributed run, -1 when known false, else 0."""
+        return fact_flag(self.dist_facts, node)
 
     # -- results -----------------------------------------------------------------------------
     def return_val(self) -> Val:

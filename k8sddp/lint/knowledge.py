@@ -29,6 +29,10 @@ TORCH_DIST_PREFIXES: tuple[str, ...] = (
     "torch.distributed.c10d.",
 )
 
+#: DeepSpeed calls that gather ZeRO-3 partitioned parameters from every rank (collective on the
+#: data-parallel group): deepspeed/runtime/zero/partition_parameters.py, ``GatheredParameters``
+#: ("a context that collects parameters that were partitioned via ZeRO-3", all-gather on entry).
+DEEPSPEED_GATHERS: frozenset[str] = frozenset({"deepspeed.zero.GatheredParameters"})
 #: torch.distributed.checkpoint entry points: collective (dcp.save on rank 0 only: both ranks time
 #: out, measured; torch/distributed/checkpoint/state_dict_saver.py plans across ranks).
 DCP_COLLECTIVES: frozenset[str] = frozenset(

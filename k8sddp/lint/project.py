@@ -152,6 +152,12 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
     return mod
 
 
+#: Files that mark the root of an installable Python project, and how far above the lint root
+#: one is looked for.
+_INSTALL_MARKERS = ("setup.py", "setup.cfg", "pyproject.toml")
+_INSTALL_DEPTH = 4
+
+
 class Project:
     """All modules of one lint run, plus the project files they import (parsed lazily).
 
@@ -166,6 +172,7 @@ class Project:
         self._by_file: dict[Path, Module | None] = {}
         self._imports: dict[tuple[str, str, int], Module | None] = {}
         self._here: dict[str, Path] = {}
+        self._install_root: Path | None | bool = False  # False: not looked for yet
 
     def add(self, mod: Module) -> None:
         """Register a parsed module (a linted file)."""
@@ -215,6 +222,9 @@ class Project:
                 anchor = anchor.parent
                 candidates.append(anchor / rel)
             candidates.append(self.root / rel)
+            above = self.install_root()
+            if above is not None:  # the package at the top, or in the src layout (`src/<package>`)
+                candidates.extend((above / rel, above / "src" / rel))
         for c in candidates:
             if not base and not level:
                 continue
@@ -222,6 +232,22 @@ class Project:
                 if f is not None and f.is_file():
                     return self._load(f)
         return None
+
+    def install_root(self) -> Path | None:
+        """The nearest folder above the root (at most :data:`_INSTALL_DEPTH` up) that holds a
+        ``setup.py``, ``setup.cfg`` or ``pyproject.toml``, when the root itself holds none: the
+        folder a ``pip install -e .`` makes importable (DeepSpeed-Chat's ``training/step1/main.py``
+        imports ``dschat`` from two folders up; llama-recipes' ``src/llama_cookbook/utils`` imports
+        ``llama_cookbook`` from ``src/``). ``None`` when there is none."""
+        if self._install_root is False:
+            found: Path | None = None
+            if not any((self.root / m).is_file() for m in _INSTALL_MARKERS):
+                for up in list(self.root.parents)[:_INSTALL_DEPTH]:
+                    if any((up / m).is_file() for m in _INSTALL_MARKERS):
+                        found = up
+                        break
+            self._install_root = found
+        return self._install_root if isinstance(self._install_root, Path) else None
 
     def resolve_function(self, mod: Module, name: str) -> FuncInfo | None:
         """The project function that the bare name ``name`` refers to in ``mod``: defined there, or

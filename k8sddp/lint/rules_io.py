@@ -121,6 +121,14 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     return out
 
 
+def _every_rank_left(e: Event, entry_mask: int) -> bool:
+    """A collective every rank still in the function reaches: unconditional, or restricted only
+    by an earlier exit some ranks may have taken (the writer is among the ranks that stayed)."""
+    if e.kind != "coll" or e.mask != entry_mask:
+        return False
+    return e.many is None or (e.cause_is_exit and e.many is e.cause)
+
+
 def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
     no barrier in between (in the function, or in the next iteration of the loop around both)."""
@@ -130,14 +138,16 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         if not is_checkpoint(wr):
             continue
         wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
-        if ctx.many is not None or wmask in (0, w.entry_mask & ctx.mask):
+        # under a condition of unknown shape (`not args.multiprocessing_distributed or rank == 0`)
+        # it is still some ranks, unless only an earlier exit restricted it
+        some = wr.many is not None and not (wr.cause_is_exit and wr.many is wr.cause)
+        if ctx.many is not None or wmask == 0 or (wmask == w.entry_mask & ctx.mask and not some):
             continue
-        after = [e for e in events[wr.seq + 1:] if e.kind == "coll" and e.many is None and e.mask == w.entry_mask]
+        after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask)]
         if not after and wr.loops:
             loop = wr.loops[-1]
-            after = [e for e in events[:wr.seq] if e.kind == "coll" and e.many is None
-                     and e.mask == w.entry_mask and loop in e.loops]
-        if not after or after[0].op == "barrier":
+            after = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops]
+        if not after or after[0].op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
             continue
         nxt = after[0]
         out.append(at("KDP512", wr.node,

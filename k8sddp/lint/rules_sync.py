@@ -21,6 +21,7 @@ import ast
 
 from .events import Event, Raw, at, cond_text
 from .flow import Walker
+from .scopes import exclusive_arms
 from .values import ALL, LZ, N, Z
 
 __all__ = ["check_sync"]
@@ -113,15 +114,17 @@ def check_sync(w: Walker) -> list[Raw]:
         stmt = x.node
         if not x.loops:
             continue
-        if x.cause_is_exit and x.cause is not None and x.many is None and any(y.node is x.cause for y in exits):
+        if x.cause_is_exit and x.cause is not None and x.many in (None, x.cause) and any(y.node is x.cause for y in exits):
             continue  # restricted only by an earlier exit, which is reported itself
         hit: Event | None
         if x.op == "continue":
             loop = x.loops[-1]
-            hit = next((c for c in coll if loop in c.loops and c.seq > x.seq), None)
+            hit = next((c for c in coll if loop in c.loops and c.seq > x.seq
+                        and not exclusive_arms(loop, x.node, c.node, x.guard_names | c.guard_names)), None)
         else:
             loop = x.loops[-1] if x.op == "break" else x.loops[0]
-            hit = next((c for c in coll if loop in c.loops), None)
+            hit = next((c for c in coll if loop in c.loops
+                        and not exclusive_arms(loop, x.node, c.node, x.guard_names | c.guard_names)), None)
         if hit is not None:
             blamed_exits.setdefault(id(stmt), (stmt, hit))
 

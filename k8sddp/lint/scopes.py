@@ -9,7 +9,7 @@ import ast
 
 from .exprs import env_key
 
-__all__ = ["local_names", "loop_carried", "runs_dry", "same_assignments"]
+__all__ = ["exclusive_arms", "local_names", "loop_carried", "runs_dry", "same_assignments"]
 
 
 def loop_carried(loop: ast.AST) -> bool:
@@ -65,3 +65,24 @@ def runs_dry(exc: ast.expr, source: str) -> bool:
     if not any(n == "StopIteration" or "Exhausted" in n for n in names):
         return False
     return "DistributedSampler" not in source
+
+
+def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str]) -> bool:
+    """Whether ``a`` and ``b`` lie in opposite arms of one ``if`` inside ``loop`` whose test is
+    not a rank condition (its text is not in ``ranked``) and reads no name the loop assigns: the
+    test is the same on every rank and in every iteration, so no run reaches both (open_clip's
+    evaluation: a broadcast where ``use_fsdp_eval`` holds, a ``break`` on the local loader where
+    it does not)."""
+    assigned = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(loop):
+        if not isinstance(node, ast.If) or node is loop:
+            continue
+        if ast.unparse(node.test) in ranked:
+            continue
+        if any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(node.test)):
+            continue
+        in_body = [any(x is sub for st in node.body for sub in ast.walk(st)) for x in (a, b)]
+        in_else = [any(x is sub for st in node.orelse for sub in ast.walk(st)) for x in (a, b)]
+        if (in_body[0] and in_else[1]) or (in_else[0] and in_body[1]):
+            return True
+    return False

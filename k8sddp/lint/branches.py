@@ -1,0 +1,131 @@
+"""Helpers of the walker's ``if`` handling (:meth:`k8sddp.lint.flow.Walker._s_If`).
+
+- :func:`return_case`: a function that returns ``a if flag else b`` on a parameter (open_clip's
+  ``is_master(args, local=False)``) returns ``b`` at a call that leaves ``flag`` at a false literal.
+- :func:`pair_arms`: both arms of a rank-dependent ``if`` that run the same collectives in the
+  same order pair up.
+- Facts that hold in every distributed run: an ``assert`` inside a branch only distributed runs
+  take (YOLOv5: ``if LOCAL_RANK != -1: assert not opt.evolve, "--evolve is not compatible with
+  DDP"``) makes the asserted flag known there, so a later ``if not opt.evolve:`` takes its body
+  in every distributed run and its ``else`` runs as a single process (:func:`fact_key`,
+  :func:`assert_facts`). So does the arm of a uniform ``if`` that initialises the process group
+  (llama-recipes: ``if train_config.enable_fsdp: setup()``; :func:`note_init`).
+- :func:`walk_try`: ``try``/``except``, where an ``except StopIteration`` body runs when this
+  rank's data ran out (the others may still hold batches).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from .events import Event
+from .scopes import runs_dry
+from .values import UNIFORM, merge_envs
+
+if TYPE_CHECKING:
+    from .flow import Walker
+    from .values import Val
+
+__all__ = ["assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_try"]
+
+
+def pair_arms(events: list[Event], spans: list[tuple[int, int]], many: ast.AST | None,
+              cause: ast.AST | None, cause_is_exit: bool) -> None:
+    """Both arms (``spans``: their ``[start, end)`` ranges in ``events``) of a rank-dependent
+    ``if`` run the same collectives in the same order and neither leaves early: every rank runs
+    that sequence, so they pair up; their collectives get the state before the ``if``
+    (``many``, ``cause``, ``cause_is_exit``)."""
+    arms = [events[a:b] for a, b in spans]
+    if any(e.kind == "exit" for arm in arms for e in arm):
+        return
+    ops = [[e.op for e in arm if e.kind == "coll"] for arm in arms]
+    if ops[0] != ops[1] or not ops[0]:
+        return
+    for arm in arms:
+        for e in arm:
+            if e.kind == "coll":
+                e.many, e.cause, e.cause_is_exit = many, cause, cause_is_exit
+
+
+def fact_key(test: ast.expr) -> tuple[str, bool]:
+    """``test`` without its ``not``s: the source text of the rest and whether ``test`` is true
+    when that rest is (``not opt.evolve`` -> ``("opt.evolve", False)``)."""
+    polarity = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, polarity = test.operand, not polarity
+    return ast.unparse(test), polarity
+
+
+def assert_facts(test: ast.expr) -> list[tuple[str, bool]]:
+    """What ``assert test`` makes known (:func:`fact_key` pairs): each operand of an ``and``."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return [f for v in test.values for f in assert_facts(v)]
+    if isinstance(test, (ast.Name, ast.Attribute, ast.UnaryOp)):
+        return [fact_key(test)]
+    return []
+
+
+def return_case(w: Walker, value: ast.expr) -> tuple[str, Val, Val] | None:
+    """For ``return <a> if <param> else <b>`` (or ``if not <param>``), the parameter and the
+    values of the two results, evaluated without recording events; ``None`` for any other
+    return value."""
+    if not isinstance(value, ast.IfExp):
+        return None
+    test, positive = value.test, True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, positive = test.operand, False
+    if not isinstance(test, ast.Name) or test.id not in w.func.params:
+        return None
+    w.silent += 1
+    try:
+        a, b = w.expr(value.body), w.expr(value.orelse)
+    finally:
+        w.silent -= 1
+    return (test.id, a, b) if positive else (test.id, b, a)
+
+
+def fact_flag(facts: dict[str, bool], node: ast.expr) -> int:
+    """1 when ``facts`` (:func:`fact_key` text -> truth in distributed runs) say ``node`` is true
+    in every distributed run, -1 when false, else 0."""
+    if not facts:
+        return 0
+    key, polarity = fact_key(node)
+    if key not in facts:
+        return 0
+    return 1 if facts[key] == polarity else -1
+
+
+def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:
+    """Record that the arm of ``if test`` (its body when ``in_body``) initialised the process
+    group: every distributed run took that arm, so ``test`` has that truth there."""
+    key, polarity = fact_key(test)
+    facts.setdefault(key, polarity if in_body else not polarity)
+
+
+def walk_try(w: Walker, s: ast.Try) -> None:
+    """Walk ``try``: the body and ``else``, then each handler from the state before the body;
+    the states join, then ``finally`` runs."""
+    before = w.save()
+    w.block(s.body)
+    w.block(s.orelse)
+    after_body = w.save()
+    states = [after_body]
+    for h in s.handlers:
+        w.restore(before)
+        if h.name:
+            w.env[h.name] = UNIFORM
+        dry = h.type is not None and runs_dry(h.type, w.mod.source)
+        if dry:  # this rank's data ran out: other ranks may still hold batches
+            w.many, w.cause, w.cause_is_exit = h.type, h.type, False
+        w.block(h.body)
+        if dry:
+            w.many, w.cause, w.cause_is_exit = before.many, before.cause, before.cause_is_exit
+        states.append(w.save())
+    w.restore(after_body)
+    for st in states[1:]:
+        w.env = merge_envs(w.env, st.env)
+        w.mask |= st.mask
+    if w.mask == 0 and s.finalbody:
+        w.mask = before.mask
+    w.block(s.finalbody)
