@@ -108,8 +108,15 @@ def job_state(obj: dict[str, Any]) -> JobState:
                 continue
             current = cond
     replicas = status_model.replica_counts(status)
-    # a kind without a Running condition (a TrainJob) runs while its counts show active replicas
-    idle = "Running" if any(c.get("active") for c in replicas.values()) else "Pending"
+    # a kind without a Running condition (a TrainJob) runs once a child Job is ready (JobSet
+    # v0.12.0 ReplicatedJobStatus.ready: all its pods ready or done; active counts Jobs whose pods
+    # may still be Pending), or, for counts without "ready", while they show active replicas
+    held = status.get(status_model.replica_status) if status_model.replica_status else None
+    if isinstance(held, list):
+        running = any(isinstance(e, dict) and str(e.get("ready") or "0") != "0" for e in held)
+    else:
+        running = any(c.get("active") for c in replicas.values())
+    idle = "Running" if running else "Pending"
     return JobState(
         name=name,
         condition=str(current.get("type") or idle),

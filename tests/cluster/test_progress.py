@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from k8sddp.jobstatus import Progress, job_state, pods_summary
 
@@ -47,3 +48,16 @@ def test_pod_lines() -> None:
         {"name": "pytorch", "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}},
          "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}}
     assert pods_summary([pod]) == ["demo-worker-0  Running  restarts=2  waiting: CrashLoopBackOff  last exit 137 (OOMKilled)"]
+
+
+def test_a_trainjob_without_conditions_runs_only_once_a_child_job_is_ready() -> None:
+    """JobSet's ``active`` counts Jobs whose pods may all be Pending; ``ready`` says they run."""
+    from k8sddp.jobstatus import job_state
+
+    def tj(**counts: int) -> dict[str, Any]:
+        return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
+                "status": {"jobsStatus": [{"name": "node", "succeeded": 0, "failed": 0, "suspended": 0, **counts}]}}
+
+    assert job_state(tj(active=1, ready=0)).condition == "Pending"
+    assert job_state(tj(active=1, ready=1)).condition == "Running"
+    assert job_state({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"}}).condition == "Pending"

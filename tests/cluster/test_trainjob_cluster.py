@@ -134,7 +134,7 @@ def test_wait_on_a_trainjob(cli: Any, api: FakeApiServer, kubeconfig: Path, tmp_
         while time.monotonic() < deadline and not any(r["query"].get("watch") == "true" and "trainjobs" in r["path"] for r in api.requests):
             time.sleep(0.05)
         time.sleep(0.3)
-        api.set_job_status("ml", "demo", {"jobsStatus": [{"name": "node", "active": 1}]}, plural="trainjobs")
+        api.set_job_status("ml", "demo", {"jobsStatus": [{"name": "node", "active": 1, "ready": 1}]}, plural="trainjobs")
         time.sleep(0.3)
         api.set_job_status("ml", "demo", {"conditions": [{"type": final, "status": "True", "reason": reason, "message": "m"}]},
                            plural="trainjobs")

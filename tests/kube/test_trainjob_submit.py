@@ -1,10 +1,13 @@
 """`submit`, `status`, `logs`, `delete` of Trainer v2 TrainJobs against the real API server.
 
 The Trainer v2.3.0 CRDs (../shared/reference/kubeflow-trainer/) are installed into the test
-cluster here; nothing needs the Trainer controller: a TrainJob's status is written through its
-status subresource as the controller would write it (conditions copied from the JobSet,
-``jobsStatus``), its pods are created with the labels JobSet v0.12.0 and the Job controller give
-them. No kubelet runs, so the pods stay Pending and their logs cannot be read (the error path).
+cluster here (``cluster.sh`` also runs the real Trainer controller and JobSet: tests/kube/
+test_trainer.py). The TrainJobs here carry ``spec.managedBy: kueue.x-k8s.io/multikueue``, which
+the Trainer controller leaves to another manager (trainjob_types.go ``ManagedBy``), so their
+status is written through the status subresource as the controller would write it (conditions
+copied from the JobSet, ``jobsStatus``) without a race, and their pods are created with the
+labels JobSet v0.12.0 and the Job controller give them. No kubelet runs, so the pods stay
+Pending and their logs cannot be read (the error path).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def _rendered(cli: Any, tmp_path: Path, name: str, runtime: str, namespace: str)
     assert res.code == 0, res.err
     job = yaml.safe_load(tj.read_text())
     job["spec"]["runtimeRef"]["name"] = runtime
+    job["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"  # the Trainer controller leaves it alone
     tj.write_text(yaml.safe_dump(job))
     res = cli("runtime", "render", "--name", runtime, "--out", str(rt))
     assert res.code == 0, res.err
