@@ -143,12 +143,21 @@ def _flag_nproc(command: list[Any]) -> int | None:
 
 def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | None, wrapped: bool) -> int | None:
     """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``)."""
-    if wrapped:
-        return 1
     value = spec.get("nprocPerNode")
     elastic = spec.get("elasticPolicy")
+    key, node = "nprocPerNode", spec
     if value is None and isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None:
-        value = elastic.get("nProcPerNode")
+        value, key, node = elastic.get("nProcPerNode"), "nProcPerNode", elastic
+    if wrapped:
+        # v1 set WORLD_SIZE = replicas x N (envvar.go) for a command that is not torchrun; under
+        # `torchrun --no-python` with one process per node torchrun sets WORLD_SIZE = numNodes.
+        if str(value).isdigit() and int(value) > 1:
+            job.note(node, key, f"spec.{'elasticPolicy.' if node is elastic else ''}{key}",
+                     f"{value}: v1 gave this command PET_NPROC_PER_NODE={value} (and, with a Master, WORLD_SIZE = "
+                     f"replicas x {value}); under `torchrun --no-python` (numProcPerNode 1) WORLD_SIZE is numNodes and "
+                     f"RANK the node's rank: if the script starts {value} processes itself, start it under torchrun "
+                     f"--nproc-per-node={value} instead", LOST)
+        return 1
     flag = _flag_nproc(command or [])
     if value is None or str(value) == "auto":
         return flag

@@ -88,7 +88,7 @@ def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_ex
             job.note(policy, key, path, "unknown runPolicy field: dropped", LOST)
 
 
-def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool) -> None:
+def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool, wrapped: bool) -> None:
     for rtype, rspec in replicas.items():
         policy = rspec.get("restartPolicy") if isinstance(rspec, dict) else None
         path = f"spec.pytorchReplicaSpecs.{rtype}.restartPolicy"
@@ -96,6 +96,12 @@ def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool) -> Non
             job.note(rspec, "restartPolicy" if policy else None, path,
                      f"{policy or 'OnFailure (default)'}: the stock runtime has no failure policy (any failure fails the "
                      "JobSet): use the guarded runtime (without --runtime stock)", LOST)
+        elif policy == "ExitCode" and wrapped:
+            # torchrun exits 1 whatever its worker did (docs/cluster.md, NOTES.md): the command's own
+            # retryable codes (>= 128) no longer reach the pod.
+            job.note(rspec, "restartPolicy", path, "ExitCode: the command now runs under torchrun, which exits 1 "
+                     "whenever its worker fails, so the command's own retryable exit codes (>= 128) that v1 restarted "
+                     "become final (exit 1 fails the TrainJob); only disruptions (preemption, eviction) restart", LOST)
         elif policy == "ExitCode":
             job.note(rspec, "restartPolicy", path, "ExitCode: the guarded runtime's failure policy does the same (final "
                      "exits 1-127 fail the TrainJob, >= 128 restart the JobSet, docs/trainer.md)")
@@ -236,7 +242,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     out["spec"] = tspec
     tspec["runtimeRef"] = CommentedMap()  # filled below, first in the spec
     _run_policy(job, spec, tspec, runtime_jobset)
-    _restart_policies(job, replicas, stock)
+    _restart_policies(job, replicas, stock, wrapped)
     if spec.get("elasticPolicy") is not None:
         job.note(spec, "elasticPolicy", "spec.elasticPolicy",
                  "no Trainer v2.3 equivalent (the torch runtime has no elastic policy): the TrainJob runs a fixed "

@@ -217,10 +217,29 @@ def test_kubeflow_examples(path: Path, cli: Any, tmp_path: Path) -> None:
 def test_python_command_is_started_by_torchrun() -> None:
     text = JOB.replace("command: [torchrun, train.py]  # entry point", "command: [python3, -u, train.py]")
     text = text.replace("command: [torchrun, train.py]", "command: [python3, -u, train.py]")
-    result = migrate_text(text)
+    result = migrate_text(text.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure"))
     assert result.text is not None and result.exit_code == 0
     (job,) = _by_kind(result.text, "TrainJob")
     assert job["spec"]["trainer"]["command"] == ["torchrun", "--no-python", "python3", "-u", "train.py"]
+    assert job["spec"]["trainer"]["numProcPerNode"] == 1
+
+
+def test_wrapping_in_torchrun_loses_exit_codes_and_nproc() -> None:
+    """torchrun exits 1 whatever its worker did: under ExitCode the script's own retryable codes
+    (>= 128) that v1 restarted become final; and an nprocPerNode N > 1 that v1 gave a script that
+    starts its own processes (WORLD_SIZE = replicas x N) cannot hold under one process per node."""
+    text = JOB.replace("command: [torchrun, train.py]  # entry point", "command: [python3, train.py]")
+    text = text.replace("command: [torchrun, train.py]", "command: [python3, train.py]")
+    result = migrate_text(text)
+    assert result.text is not None and result.exit_code == 1
+    lost = {n.note.path: n.note.message for n in result.notices if n.note.level == "lost"}
+    assert "torchrun, which exits 1" in lost["spec.pytorchReplicaSpecs.Master.restartPolicy"]
+    text = text.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure").replace("spec:\n  runPolicy:", "spec:\n  nprocPerNode: '4'\n  runPolicy:")
+    result = migrate_text(text)
+    assert result.exit_code == 1
+    (note,) = [n.note for n in result.notices if n.note.level == "lost"]
+    assert note.path == "spec.nprocPerNode" and "--nproc-per-node=4" in note.message
+    (job,) = _by_kind(result.text or "", "TrainJob")
     assert job["spec"]["trainer"]["numProcPerNode"] == 1
 
 
