@@ -5,7 +5,7 @@ processes per node, and what means nothing in v2 (sources: :mod:`k8sddp.migrate.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -145,7 +145,7 @@ def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | No
     """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``)."""
     value = spec.get("nprocPerNode")
     elastic = spec.get("elasticPolicy")
-    key, node = "nprocPerNode", spec
+    key, node = "nprocPerNode", cast("dict[Any, Any]", spec)
     if value is None and isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None:
         value, key, node = elastic.get("nProcPerNode"), "nProcPerNode", elastic
     if wrapped:
