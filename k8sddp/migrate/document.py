@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..render.trainer import DEFAULT_RUNTIME
 from ..schemagen_trainer import TRAINER_GROUP
 from ..validate import validate_objects
+from ..validate.templates import GO_ACTION, go_action_line, helm_message
 from .convert import INFO, LOST, STOCK_RUNTIME, CannotMigrate, Note, convert_job, plain
 
 __all__ = ["ERROR", "MigrateResult", "Notice", "migrate_text", "stock_runtime"]
@@ -190,6 +191,13 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             loaded.append((first, chunk, _yaml().load(chunk)))
             as_read.append(yaml.load(chunk, Loader=_LOADER))  # noqa: S506 (a safe loader)
         except (YAMLError, yaml.YAMLError) as exc:
+            action = go_action_line(text)
+            if action is not None:  # an unrendered Helm chart template: said as validate says it (KDP010)
+                more = sum(len(GO_ACTION.findall(t)) for t in text.splitlines() if not t.lstrip().startswith("#")) - 1
+                message = helm_message(action[2], more).replace("check the output: `helm template RELEASE CHART | k8sddp "
+                                                                "validate -`", "migrate the output: `helm template "
+                                                                "RELEASE CHART | k8sddp migrate -`")
+                return MigrateResult(None, [Notice("", Note(action[0], "", message, ERROR))], 0)
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
             line = first + mark.line + 1 if mark is not None else first + 1
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
