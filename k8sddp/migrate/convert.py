@@ -25,6 +25,8 @@ __all__ = ["INFO", "LOST", "STOCK_RUNTIME", "CannotMigrate", "Migrated", "Note",
 #: The stock ClusterTrainingRuntime of Trainer v2.3.0 (manifests/base/runtimes/torch_distributed.yaml):
 #: no guards, no /dev/shm, no failure policy.
 STOCK_RUNTIME = "torch-distributed"
+#: A pod name (the JobSet webhook checks its generated pod names as DNS-1035 labels).
+POD_NAME_MAX = 63
 
 
 @dataclasses.dataclass
@@ -166,6 +168,14 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     if not isinstance(name, str) or not name:
         raise job.fail(metadata, "name" if "name" in metadata else None, "metadata.name", "the job has no name")
     replicas, main, num_nodes = _replicas(job, spec)
+    # The JobSet is named like the TrainJob; its pods `NAME-node-0-INDEX-xxxxx` (jobset v0.12.0
+    # placement.GenPodName, completions = numNodes) must be DNS-1035 labels, which JobSet's webhook checks.
+    pod_name = f"{name}-{NODE}-0-{num_nodes - 1}-abcde"
+    if len(pod_name) > POD_NAME_MAX:
+        raise job.fail(metadata, "name", "metadata.name",
+                       f"too long for Trainer v2: the TrainJob's JobSet names its pods {name}-{NODE}-0-{num_nodes - 1}-xxxxx "
+                       f"({len(pod_name)} characters, more than {POD_NAME_MAX}), so JobSet's webhook refuses the JobSet and "
+                       f"the TrainJob never starts; rename the job (at least {len(pod_name) - POD_NAME_MAX} characters shorter)")
     rtype = "Master" if main is replicas.get("Master") else "Worker"
     base = f"spec.pytorchReplicaSpecs.{rtype}.template"
     template = _mapping(job, main, "template", base)

@@ -480,3 +480,15 @@ def test_values_in_comments_cannot_add_yaml() -> None:
     assert result.text is not None and result.exit_code == 1
     assert [o["kind"] for o in _objects(result.text)] == ["ClusterTrainingRuntime", "TrainJob"]
     assert "\nkind: Secret" not in result.text
+
+
+def test_a_name_too_long_for_the_jobsets_pods() -> None:
+    """JobSet's webhook refuses a JobSet whose pod names `NAME-node-0-INDEX-xxxxx` exceed 63
+    characters (a PyTorchJob name that v1 accepted can be too long): nothing is written."""
+    ok = migrate_text(JOB.replace("name: tiny  # the job's name", "name: " + "a" * 48))  # 48 + len("-node-0-1-abcde") = 63
+    assert ok.text is not None
+    result = migrate_text(JOB.replace("name: tiny  # the job's name", "name: " + "a" * 49), "job.yaml")
+    assert result.text is None and result.exit_code == 1
+    (notice,) = result.notices
+    assert notice.format("job.yaml").startswith(f"job.yaml:5: error: PyTorchJob {'a' * 49}: metadata.name: cannot migrate: too long")
+    assert "-node-0-1-xxxxx (64 characters, more than 63)" in notice.note.message
