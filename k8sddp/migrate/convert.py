@@ -56,7 +56,7 @@ def _mapping(job: JobNotes, parent: Any, key: str, path: str, *, required: bool 
                    f"must be a mapping, not {'nothing' if value is None else type(value).__name__}")
 
 
-def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_extra: dict[str, Any]) -> None:
+def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_extra: dict[str, Any], stock: bool) -> None:
     policy = _mapping(job, spec, "runPolicy", "spec.runPolicy", required=False)
     for key, value in list(policy.items()):
         path = f"spec.runPolicy.{key}"
@@ -72,6 +72,9 @@ def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_ex
         elif key == "ttlSecondsAfterFinished":
             runtime_extra["ttlSecondsAfterFinished"] = value
             job.note(policy, key, path, "moved to the job's runtime: the JobSet's spec.ttlSecondsAfterFinished")
+        elif key == "backoffLimit" and stock:
+            job.note(policy, key, path, f"{value}: no TrainJob equivalent: the stock runtime's Job keeps Kubernetes' "
+                     "default backoffLimit (6)", LOST)
         elif key == "backoffLimit":
             # Under ExitCode the v1 operator's restarts do not count against it (NOTES.md): nothing is lost then.
             exit_code = all(isinstance(r, dict) and r.get("restartPolicy") == "ExitCode"
@@ -95,9 +98,12 @@ def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool, wrappe
         policy = rspec.get("restartPolicy") if isinstance(rspec, dict) else None
         path = f"spec.pytorchReplicaSpecs.{rtype}.restartPolicy"
         if stock:
+            # The stock runtime sets neither restartPolicy nor backoffLimit: JobSet's webhook defaults the
+            # pods to OnFailure (jobset v0.12.0 jobset_webhook.go Default) and the Job keeps Kubernetes' backoffLimit 6.
             job.note(rspec, "restartPolicy" if policy else None, path,
-                     f"{policy or 'OnFailure (default)'}: the stock runtime has no failure policy (any failure fails the "
-                     "JobSet): use the guarded runtime (without --runtime stock)", LOST)
+                     f"{policy or 'OnFailure (default)'}: the stock runtime has no failure policy: its pods restart "
+                     f"OnFailure (JobSet's default), whatever the exit code, until the Job's default backoffLimit (6) is "
+                     "used up, then the JobSet fails (no JobSet restarts): use the guarded runtime (without --runtime stock)", LOST)
         elif policy == "ExitCode" and wrapped:
             # torchrun exits 1 whatever its worker did (docs/cluster.md, NOTES.md): the command's own
             # retryable codes (>= 128) no longer reach the pod.
@@ -251,7 +257,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     tspec = CommentedMap()
     out["spec"] = tspec
     tspec["runtimeRef"] = CommentedMap()  # filled below, first in the spec
-    _run_policy(job, spec, tspec, runtime_jobset)
+    _run_policy(job, spec, tspec, runtime_jobset, stock)
     _restart_policies(job, replicas, stock, wrapped)
     if spec.get("elasticPolicy") is not None:
         job.note(spec, "elasticPolicy", "spec.elasticPolicy",

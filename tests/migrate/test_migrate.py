@@ -312,6 +312,10 @@ def test_stock_runtime(cli: Any, tmp_path: Path, reference: Path) -> None:
     out = tmp_path / "out.yaml"
     r = cli("migrate", str(src), "--runtime", "stock", "--out", str(out))
     assert r.code == 1  # ExitCode has no equivalent in the stock runtime
+    # The stock runtime sets no restartPolicy and no backoffLimit: JobSet defaults the pods to OnFailure
+    # and the Job keeps Kubernetes' backoffLimit 6 (not "any failure fails the JobSet").
+    assert "restart OnFailure (JobSet's default), whatever the exit code, until the Job's default backoffLimit (6)" in r.err
+    assert "any failure fails" not in r.err
     (job,) = _by_kind(out.read_text(), "TrainJob")
     assert job["spec"]["runtimeRef"]["name"] == STOCK_RUNTIME
     assert not _by_kind(out.read_text(), "ClusterTrainingRuntime")
