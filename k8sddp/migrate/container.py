@@ -141,8 +141,26 @@ def _flag_nproc(command: list[Any]) -> int | None:
     return None
 
 
-def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | None, wrapped: bool) -> int | None:
-    """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``)."""
+#: What Trainer v2.3 makes of ``auto`` without a GPU (plugins/torch/torch.go ``EnforceMLPolicy``,
+#: ``getNumCPUPerNode``), against torch's own ``auto`` that the v1 operator passed on.
+_CPU_AUTO = ("v1 passed `auto` to torchrun, which starts one process per CPU of the node without an accelerator "
+             "(torch's determine_local_world_size); Trainer v2.3 resolves `auto` itself when resourcesPerNode has no GPU: "
+             "the CPU request (else limit) of the node, at least 1, so the process count (and WORLD_SIZE) may change: set "
+             "spec.trainer.numProcPerNode to keep a number")
+
+
+def _has_gpu(resources: Any) -> bool:
+    """Whether Trainer v2.3 sees a GPU in ``resources`` (runtime.go ``numGPU``: a resource name containing "gpu")."""
+    if not isinstance(resources, dict):
+        return False
+    return any("gpu" in str(name).lower() for part in ("requests", "limits")
+               if isinstance(resources.get(part), dict) for name in resources[part])
+
+
+def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | None, wrapped: bool,
+                      resources: Any = None) -> int | None:
+    """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``); ``resources``
+    the ``pytorch`` container's (``spec.trainer.resourcesPerNode``)."""
     value = spec.get("nprocPerNode")
     elastic = spec.get("elasticPolicy")
     key, node = "nprocPerNode", cast("dict[Any, Any]", spec)
@@ -159,19 +177,22 @@ def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | No
                      f"--nproc-per-node={value} instead", LOST)
         return 1
     flag = _flag_nproc(command or [])
+    path = f"spec.{'elasticPolicy.' if node is elastic else ''}{key}"
     if value is None or str(value) == "auto":
+        if flag is None and not _has_gpu(resources):
+            job.note(node, key if value is not None else None, path, f"{value or 'unset (auto)'}: {_CPU_AUTO}")
         return flag
     if str(value).isdigit():
         if flag is not None and flag != int(value):
-            job.note(spec, "nprocPerNode", "spec.nprocPerNode",
+            job.note(node, key, path,
                      f"{value}, but the command's --nproc-per-node={flag} wins (an explicit torchrun flag over "
                      f"PET_NPROC_PER_NODE): numProcPerNode {flag}")
             return flag
         return int(value)
     if str(value) in ("gpu", "cpu"):
-        job.note(spec, "nprocPerNode", "spec.nprocPerNode",
+        job.note(node, key, path,
                  f"{value!r} has no v2.3 value (numProcPerNode is an integer): left unset, the torch runtime's default "
-                 "`auto` (one process per GPU, else per CPU)")
+                 "`auto`: one process per GPU of resourcesPerNode" + (f"; {_CPU_AUTO}" if not _has_gpu(resources) else ""))
         return None
     raise job.fail(spec, "nprocPerNode", "spec.nprocPerNode", f"must be auto, cpu, gpu or a number, not {value!r}")
 

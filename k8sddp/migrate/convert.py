@@ -211,7 +211,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     if "args" in container:
         put(trainer, "args", container, "args")
     trainer["numNodes"] = num_nodes
-    nproc = num_proc_per_node(job, spec, command, wrapped)
+    nproc = num_proc_per_node(job, spec, command, wrapped, container.get("resources"))
     if nproc is not None:
         trainer["numProcPerNode"] = nproc
     trainer["env"] = trainer_env(job, container, cpath, stock)

@@ -496,3 +496,17 @@ def test_a_name_too_long_for_the_jobsets_pods() -> None:
     (notice,) = result.notices
     assert notice.format("job.yaml").startswith(f"job.yaml:5: error: PyTorchJob {'a' * 49}: metadata.name: cannot migrate: too long")
     assert "-node-0-1-xxxxx (64 characters, more than 63)" in notice.note.message
+
+
+def test_cpu_auto_process_count_is_said() -> None:
+    """v1 passed `auto` to torchrun (one process per CPU of the node without an accelerator);
+    Trainer v2.3 resolves `auto` without a GPU to the CPU request (torch.go): the count may change."""
+    text = JOB.replace("limits: {nvidia.com/gpu: 1}", "requests: {cpu: 4}")
+    result = migrate_text(text)
+    notes = [n.note for n in result.notices if n.note.path == "spec.nprocPerNode"]
+    assert len(notes) == 1 and "the CPU request (else limit) of the node" in notes[0].message
+    assert not [n for n in migrate_text(JOB).notices if n.note.path == "spec.nprocPerNode"]  # a GPU: auto is the same
+    elastic = text.replace("spec:\n  runPolicy:", "spec:\n  elasticPolicy: {nProcPerNode: 2}\n  runPolicy:", 1)
+    elastic = elastic.replace("command: [torchrun, train.py]", "command: [torchrun, --nproc-per-node=4, train.py]")
+    (note,) = [n.note for n in migrate_text(elastic).notices if "nProcPerNode" in n.note.path or "nprocPerNode" in n.note.path]
+    assert note.path == "spec.elasticPolicy.nProcPerNode" and "--nproc-per-node=4 wins" in note.message
