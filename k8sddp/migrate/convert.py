@@ -15,6 +15,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..kinds.trainermerge import NODE
+from ..runtime.autoguard import torchrun_start
 from ..schemagen_trainer import TRAINER_GROUP
 from . import fields as f
 from .container import drop_v1_only, num_proc_per_node, trainer_command, trainer_env
@@ -93,7 +94,20 @@ def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_ex
             job.note(policy, key, path, "unknown runPolicy field: dropped", LOST)
 
 
-def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool, wrapped: bool) -> None:
+#: Said of a restart policy when the trainer command is torchrun without ``k8sddp launch``.
+_BARE_TORCHRUN = ("; this command is torchrun, which exits 1 whenever a worker fails (docs/cluster.md), so every failure "
+                  "but a disruption (preemption, eviction) is final where v1 restarted it: `k8sddp launch --` before "
+                  "torchrun (k8sddp in the image) turns hangs and lost peers into retryable codes (docs/runtime.md)")
+
+
+def _bare_torchrun(command: list[Any] | None) -> bool:
+    """Whether ``command`` runs torchrun, not under ``k8sddp launch`` (which maps the workers' outcome to an exit code)."""
+    if not command or torchrun_start(command) is None:
+        return False
+    return not (len(command) > 1 and str(command[0]).rsplit("/", 1)[-1] == "k8sddp" and command[1] == "launch")
+
+
+def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool, wrapped: bool, bare: bool) -> None:
     for rtype, rspec in replicas.items():
         policy = rspec.get("restartPolicy") if isinstance(rspec, dict) else None
         path = f"spec.pytorchReplicaSpecs.{rtype}.restartPolicy"
@@ -116,7 +130,8 @@ def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool, wrappe
         else:
             job.note(rspec, "restartPolicy" if policy else None, path,
                      f"{policy or 'OnFailure (default)'}: v2 restarts no single pod; the guarded runtime's failure "
-                     "policy applies (final exits 1-127 fail the TrainJob, >= 128 restart the whole JobSet)")
+                     "policy applies (final exits 1-127 fail the TrainJob, >= 128 restart the whole JobSet)"
+                     + (_BARE_TORCHRUN if bare and policy != "Never" else ""))
 
 
 def _replicas(job: JobNotes, spec: CommentedMap) -> tuple[CommentedMap, CommentedMap, int]:
@@ -258,7 +273,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     out["spec"] = tspec
     tspec["runtimeRef"] = CommentedMap()  # filled below, first in the spec
     _run_policy(job, spec, tspec, runtime_jobset, stock)
-    _restart_policies(job, replicas, stock, wrapped)
+    _restart_policies(job, replicas, stock, wrapped, _bare_torchrun(command))
     if spec.get("elasticPolicy") is not None:
         job.note(spec, "elasticPolicy", "spec.elasticPolicy",
                  "no Trainer v2.3 equivalent (the torch runtime has no elastic policy): the TrainJob runs a fixed "

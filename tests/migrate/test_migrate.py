@@ -510,3 +510,15 @@ def test_cpu_auto_process_count_is_said() -> None:
     elastic = elastic.replace("command: [torchrun, train.py]", "command: [torchrun, --nproc-per-node=4, train.py]")
     (note,) = [n.note for n in migrate_text(elastic).notices if "nProcPerNode" in n.note.path or "nprocPerNode" in n.note.path]
     assert note.path == "spec.elasticPolicy.nProcPerNode" and "--nproc-per-node=4 wins" in note.message
+
+
+def test_on_failure_with_torchrun_says_failures_become_final() -> None:
+    """torchrun exits 1 whenever a worker fails: under the guarded runtime's policy that is final,
+    where v1's OnFailure restarted it; the note says so (not for `k8sddp launch -- torchrun`)."""
+    result = migrate_text(JOB.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure"))
+    notes = [n.note.message for n in result.notices if n.note.path.endswith(".restartPolicy")]
+    assert len(notes) == 2 and all("torchrun, which exits 1 whenever a worker fails" in m for m in notes)
+    launched = JOB.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure").replace(
+        "command: [torchrun, train.py]", "command: [k8sddp, launch, --, torchrun, train.py]")
+    notes = [n.note.message for n in migrate_text(launched).notices if n.note.path.endswith(".restartPolicy")]
+    assert len(notes) == 2 and not any("exits 1 whenever" in m for m in notes)
