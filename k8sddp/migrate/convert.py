@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -286,6 +287,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     tspec["trainer"] = trainer
 
     _volume_clashes(job, pod, f"{base}.spec.volumes")
+    _v1_labels(job, main, f"spec.pytorchReplicaSpecs.{rtype}.template")
     patch = _patch(container, pod, template)
     if patch:
         tspec["runtimePatches"] = [CommentedMap([("manager", f.MANAGER), ("trainingRuntimeSpec", patch)])]
@@ -306,6 +308,28 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         kind, ref = "ClusterTrainingRuntime", runtime_name
     tspec["runtimeRef"].update([("apiGroup", TRAINER_GROUP), ("kind", kind), ("name", ref)])
     return Migrated(out, runtime, (kind, ref), job.notes)
+
+
+#: The labels the v1 operator put on its pods (kubeflow/trainer v1.9.4 pkg/apis/kubeflow.org/v1
+#: common_types.go) and what a Trainer v2.3 pod has instead (JobSet v0.12.0's labels).
+V1_POD_LABELS = {
+    "training.kubeflow.org/job-name": "jobset.sigs.k8s.io/jobset-name",
+    "training.kubeflow.org/replica-index": "batch.kubernetes.io/job-completion-index",
+    "training.kubeflow.org/replica-type": "jobset.sigs.k8s.io/replicatedjob-name (node)",
+    "training.kubeflow.org/job-role": "batch.kubernetes.io/job-completion-index 0",
+    "training.kubeflow.org/operator-name": "none",
+}
+
+
+def _v1_labels(job: JobNotes, rspec: CommentedMap, path: str) -> None:
+    """A pod template that refers to a label only the v1 operator set (an affinity's selector, a
+    ``fieldRef`` env): Trainer v2 pods do not have it, so the reference matches nothing."""
+    text = json.dumps(plain(rspec.get("template")))
+    found = [k for k in V1_POD_LABELS if k in text]
+    if found:
+        job.note(rspec, "template", path, f"refers to {', '.join(found)}, which only the v1 operator put on its pods: a "
+                 "Trainer v2 pod has JobSet's labels instead (" + "; ".join(f"{k}: {V1_POD_LABELS[k]}" for k in found)
+                 + "); update the selectors and fieldRefs", LOST)
 
 
 def _volume_clashes(job: JobNotes, pod: CommentedMap, path: str) -> None:

@@ -522,3 +522,17 @@ def test_on_failure_with_torchrun_says_failures_become_final() -> None:
         "command: [torchrun, train.py]", "command: [k8sddp, launch, --, torchrun, train.py]")
     notes = [n.note.message for n in migrate_text(launched).notices if n.note.path.endswith(".restartPolicy")]
     assert len(notes) == 2 and not any("exits 1 whenever" in m for m in notes)
+
+
+def test_a_reference_to_the_v1_operators_pod_labels_is_lost() -> None:
+    """Selectors and fieldRefs on labels only the v1 operator set match nothing in v2 (JobSet's labels)."""
+    text = JOB.replace(
+        "                - name: NCCL_DEBUG  # debug level\n",
+        "                - name: REPLICA\n                  valueFrom:\n                    fieldRef: {fieldPath: \"metadata.labels['training.kubeflow.org/replica-index']\"}\n"
+        "                - name: NCCL_DEBUG  # debug level\n")
+    result = migrate_text(text)
+    assert result.exit_code == 1 and result.text is not None
+    (note,) = [n.note for n in result.notices if "training.kubeflow.org/" in n.note.message]
+    assert note.level == "lost" and note.path == "spec.pytorchReplicaSpecs.Master.template"
+    assert "training.kubeflow.org/replica-index: batch.kubernetes.io/job-completion-index" in note.message
+    assert not [n for n in migrate_text(JOB).notices if "training.kubeflow.org/" in n.note.message]
