@@ -14,7 +14,7 @@ from ..runtime.autoguard import torchrun_start
 from . import fields as f
 from .notes import LOST, JobNotes
 
-__all__ = ["V1_PORT_NAME", "drop_v1_only", "trainer_command", "trainer_env", "num_proc_per_node"]
+__all__ = ["V1_PORT_NAME", "drop_v1_only", "num_proc_per_node", "trainer_command", "trainer_env", "v1_variable_refs"]
 
 #: ``$(NAME)`` of a variable the v1 operator sets (kubelet dependent-variable syntax).
 _OPERATOR_REF = re.compile(r"\$\((" + "|".join(f.OPERATOR_ENV) + r")\)")
@@ -195,6 +195,33 @@ def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | No
                  "`auto`: one process per GPU of resourcesPerNode" + (f"; {_CPU_AUTO}" if not _has_gpu(resources) else ""))
         return None
     raise job.fail(spec, "nprocPerNode", "spec.nprocPerNode", f"must be auto, cpu, gpu or a number, not {value!r}")
+
+
+#: ``$(NAME)`` of a variable the v1 operator set that a Trainer v2 container does not have (the
+#: reserved PET_* ones it does: the torch plugin injects them); ``$$(NAME)`` is the kubelet's escape.
+_V1_ONLY_REF = re.compile(r"(?<!\$)\$\((" + "|".join(n for n in f.OPERATOR_ENV if n not in f.RESERVED_ENV) + r")\)")
+_V2_REF = {"MASTER_ADDR": "$(PET_MASTER_ADDR)", "MASTER_PORT": "$(PET_MASTER_PORT)"}
+
+
+def v1_variable_refs(job: JobNotes, container: CommentedMap, trainer: CommentedMap, path: str) -> None:
+    """``$(MASTER_ADDR)``, ``$(WORLD_SIZE)``, ... left in the trainer's command, args or env values:
+    the kubelet expands ``$(VAR)`` from the container's env when it starts it, and in v2 that env has
+    only the ``PET_*`` values (torchrun sets MASTER_ADDR, ... in its workers, too late for the
+    kubelet), so the text stays as written."""
+    places: list[tuple[Any, Any, str, Any]] = [(container, key, f"{path}.{key}", trainer.get(key)) for key in ("command", "args")]
+    env = trainer.get("env")
+    for i, item in enumerate(env if isinstance(env, list) else []):
+        if isinstance(item, dict):
+            places.append((env, i, f"{path}.env[{item.get('name')}]", item.get("value")))
+    for node, key, where, value in places:
+        refs = sorted({m.group(1) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)
+                       for m in _V1_ONLY_REF.finditer(v)})
+        if refs:
+            hints = [f"$({r}) -> {_V2_REF[r]}" for r in refs if r in _V2_REF]
+            job.note(node, key if node is not container or key in container else None, where,
+                     f"{', '.join(f'$({r})' for r in refs)}: set by the v1 operator; a Trainer v2 container has only "
+                     "the PET_* ones, so the kubelet passes the text as it is" + (f" (use {', '.join(hints)})" if hints else "")
+                     + "; or let the script read the values torchrun sets in its environment", LOST)
 
 
 def drop_v1_only(job: JobNotes, container: CommentedMap, path: str) -> None:

@@ -19,7 +19,13 @@ from ..kinds.trainermerge import NODE
 from ..runtime.autoguard import torchrun_start
 from ..schemagen_trainer import TRAINER_GROUP
 from . import fields as f
-from .container import drop_v1_only, num_proc_per_node, trainer_command, trainer_env
+from .container import (
+    drop_v1_only,
+    num_proc_per_node,
+    trainer_command,
+    trainer_env,
+    v1_variable_refs,
+)
 from .notes import INFO, LOST, CannotMigrate, JobNotes, Note, plain, put
 
 __all__ = ["INFO", "LOST", "STOCK_RUNTIME", "CannotMigrate", "Migrated", "Note", "convert_job", "plain"]
@@ -235,6 +241,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         trainer.ca.items["env"] = container.ca.items["env"]
     if container.get("resources"):
         put(trainer, "resourcesPerNode", container, "resources")
+    v1_variable_refs(job, container, trainer, cpath)
 
     # what only the job's own runtime can carry
     runtime_node: dict[str, Any] = {}

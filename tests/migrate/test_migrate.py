@@ -536,3 +536,18 @@ def test_a_reference_to_the_v1_operators_pod_labels_is_lost() -> None:
     assert note.level == "lost" and note.path == "spec.pytorchReplicaSpecs.Master.template"
     assert "training.kubeflow.org/replica-index: batch.kubernetes.io/job-completion-index" in note.message
     assert not [n for n in migrate_text(JOB).notices if "training.kubeflow.org/" in n.note.message]
+
+
+def test_v1_variables_in_args_and_env_values_are_lost() -> None:
+    """The kubelet expands $(VAR) from the container's env at its start; a v2 container has only
+    PET_*, so $(MASTER_ADDR), $(WORLD_SIZE), ... stay as written ($$(VAR) is the kubelet's escape)."""
+    text = JOB.replace("command: [torchrun, train.py]  # entry point",
+                       "command: [python3, train.py]\n              args: ['--url=tcp://$(MASTER_ADDR):$(MASTER_PORT)', '$$(RANK)']")
+    text = text.replace("                  value: WARN\n", "                  value: $(WORLD_SIZE)\n", 1)
+    result = migrate_text(text.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure"))
+    lost = {n.note.path: n.note.message for n in result.notices if n.note.level == "lost"}
+    base = "spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
+    assert "$(MASTER_ADDR), $(MASTER_PORT): set by the v1 operator" in lost[f"{base}.args"]
+    assert "$(MASTER_ADDR) -> $(PET_MASTER_ADDR)" in lost[f"{base}.args"] and "RANK" not in lost[f"{base}.args"]
+    assert lost[f"{base}.env[NCCL_DEBUG]"].startswith("$(WORLD_SIZE): set by the v1 operator")
+    assert not [n for n in migrate_text(JOB).notices if "a Trainer v2 container has only" in n.note.message]
