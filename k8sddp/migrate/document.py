@@ -199,7 +199,13 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
                                                                 "RELEASE CHART | k8sddp migrate -`")
                 return MigrateResult(None, [Notice("", Note(action[0], "", message, ERROR))], 0)
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-            line = first + mark.line + 1 if mark is not None else first + 1
+            position = getattr(exc, "position", None)  # a ReaderError (a control character) has an offset, no mark
+            if mark is not None:
+                line = first + mark.line + 1
+            elif isinstance(position, int):
+                line = first + chunk.count("\n", 0, position) + 1
+            else:
+                line = first + 1
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             return MigrateResult(None, [Notice("", Note(line, "", f"not valid YAML: {problem}", ERROR))], 0)
     if not any(_is_pytorchjob(data) for _, _, data in loaded):

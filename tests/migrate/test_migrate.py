@@ -359,11 +359,13 @@ def test_runtime_name_and_no_runtime(cli: Any, tmp_path: Path) -> None:
         (JOB.replace("    Master:\n      replicas: 1\n", "    Master:\n      replicas: 2\n"), 1, "spec.pytorchReplicaSpecs.Master.replicas: cannot migrate: must be 1"),
         (JOB.replace("    Worker:\n", "    Chief:\n"), 1, "only Master and Worker"),
         (JOB.replace("apiVersion: kubeflow.org/v1", "apiVersion: kubeflow.org/v2"), 1, "only kubeflow.org/v1"),
+        ("apiVersion: v1\nkind: ConfigMap\n---\n" + JOB + 'x: "\x00"\n', 1, "in.yaml:67: error: not valid YAML: unacceptable character"),
         (JOB.replace("    Worker:\n      replicas: 1\n", "    Worker:\n      replicas: {{ .Values.workers }}\n"),
          1, "in.yaml:39: error: Go/Helm template action {{ .Values.workers }}: this is an unrendered template, not a "
          "manifest; render it and migrate the output: `helm template RELEASE CHART | k8sddp migrate -`"),
     ],
-    ids=["not-a-pytorchjob", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version", "helm-template"],
+    ids=["not-a-pytorchjob", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version", "control-character",
+         "helm-template"],
 )
 def test_bad_input(text: str, code: int, message: str, cli: Any, tmp_path: Path) -> None:
     src = tmp_path / "in.yaml"
