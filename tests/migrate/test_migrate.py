@@ -553,3 +553,26 @@ def test_v1_variables_in_args_and_env_values_are_lost() -> None:
     assert "$(MASTER_ADDR) -> $(PET_MASTER_ADDR)" in lost[f"{base}.args"] and "RANK" not in lost[f"{base}.args"]
     assert lost[f"{base}.env[NCCL_DEBUG]"].startswith("$(WORLD_SIZE): set by the v1 operator")
     assert not [n for n in migrate_text(JOB).notices if "a Trainer v2 container has only" in n.note.message]
+
+
+def test_out_through_a_symlink_or_a_fifo_never_replaces_it(cli: Any, tmp_path: Path) -> None:
+    """`--out` to a symbolic link writes the file it points to (the link stays); to a FIFO or a
+    device (`--out /dev/stdout`) it writes through it: a rename would have put a regular file
+    where the device node was (as root: /dev/full, /dev/stdout)."""
+    import os
+
+    target = tmp_path / "real.yaml"
+    target.write_text("old\n")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target)
+    assert cli("migrate", str(EXAMPLE), "--out", str(link)).code == 0
+    assert link.is_symlink() and "kind: TrainJob" in target.read_text()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert cli("migrate", str(EXAMPLE), "--out", str(fifo)).code == 0
+        assert fifo.is_fifo()
+        assert b"kind: TrainJob" in os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
