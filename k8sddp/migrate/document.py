@@ -212,6 +212,12 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
         raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate")
     others = [d for (_, _, rt), d in zip(loaded, as_read, strict=True) if isinstance(d, dict) and not _is_pytorchjob(rt)]
     shared = None if stock else _guarded_runtime(runtime_name, options)
+    # The input's own ClusterTrainingRuntime of that name (a platform team's, `runtime render` output):
+    # used as it is; a second copy after it would replace it on `kubectl apply`.
+    given = next((d for d in others if d.get("kind") == "ClusterTrainingRuntime" and d.get("apiVersion") == f"{TRAINER_GROUP}/v1alpha1"
+                  and isinstance(d.get("metadata"), dict) and d["metadata"].get("name") == runtime_name), None)
+    if shared is not None and given is not None:
+        shared, include_runtime = given, False
     pieces: list[str] = []
     notices: list[Notice] = []
     shared_written, failed, jobs = False, False, 0

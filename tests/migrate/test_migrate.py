@@ -576,3 +576,16 @@ def test_out_through_a_symlink_or_a_fifo_never_replaces_it(cli: Any, tmp_path: P
         assert b"kind: TrainJob" in os.read(reader, 1 << 16)
     finally:
         os.close(reader)
+
+
+def test_the_inputs_own_runtime_of_that_name_is_not_written_again() -> None:
+    """A file that holds the guarded runtime already (`runtime render` output, another option):
+    a second copy after it would replace it on `kubectl apply`."""
+    from k8sddp.render import render_runtime
+
+    mine = to_yaml(render_runtime(max_restarts=5).objects)
+    result = migrate_text(mine + "---\n" + JOB)
+    assert result.text is not None and result.text.startswith(mine)
+    runtimes = _by_kind(result.text, "ClusterTrainingRuntime")
+    assert len(runtimes) == 1 and runtimes[0]["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 5
+    assert validate_text(result.text).failing() == []
