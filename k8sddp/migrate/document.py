@@ -209,7 +209,11 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             return MigrateResult(None, [Notice("", Note(line, "", f"not valid YAML: {problem}", ERROR))], 0)
     if not any(_is_pytorchjob(data) for _, _, data in loaded):
-        raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate")
+        listed = any(isinstance(d, dict) and d.get("kind") == "List" and isinstance(d.get("items"), list)
+                     and any(_is_pytorchjob(i) for i in d["items"]) for d in as_read)
+        hint = (" (its PyTorchJobs are items of a List, as `kubectl get pytorchjobs -o yaml` writes: export each job "
+                "alone, `kubectl get pytorchjob NAME -o yaml`, or put each item in a document of its own)") if listed else ""
+        raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate{hint}")
     others = [d for (_, _, rt), d in zip(loaded, as_read, strict=True) if isinstance(d, dict) and not _is_pytorchjob(rt)]
     shared = None if stock else _guarded_runtime(runtime_name, options)
     # The input's own ClusterTrainingRuntime of that name (a platform team's, `runtime render` output):

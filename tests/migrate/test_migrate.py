@@ -354,6 +354,8 @@ def test_runtime_name_and_no_runtime(cli: Any, tmp_path: Path) -> None:
     ("text", "code", "message"),
     [
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", 2, "no PyTorchJob"),
+        (yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(JOB)]}),
+         2, "no PyTorchJob (kubeflow.org/v1) to migrate (its PyTorchJobs are items of a List"),
         ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x\nspec: {}\n", 1, ":4: error: not valid YAML"),
         (JOB.replace("name: pytorch", "name: trainer"), 1, "has no container named pytorch"),
         (JOB.replace("    Master:\n      replicas: 1\n", "    Master:\n      replicas: 2\n"), 1, "spec.pytorchReplicaSpecs.Master.replicas: cannot migrate: must be 1"),
@@ -364,7 +366,7 @@ def test_runtime_name_and_no_runtime(cli: Any, tmp_path: Path) -> None:
          1, "in.yaml:39: error: Go/Helm template action {{ .Values.workers }}: this is an unrendered template, not a "
          "manifest; render it and migrate the output: `helm template RELEASE CHART | k8sddp migrate -`"),
     ],
-    ids=["not-a-pytorchjob", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version", "control-character",
+    ids=["not-a-pytorchjob", "list", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version", "control-character",
          "helm-template"],
 )
 def test_bad_input(text: str, code: int, message: str, cli: Any, tmp_path: Path) -> None:
