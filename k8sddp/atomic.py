@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -42,9 +43,18 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int |
     """
     dest = Path(path)
     try:
-        old: os.stat_result | None = dest.stat()
+        old: os.stat_result | None = dest.stat()  # (follows a symbolic link)
     except FileNotFoundError:
         old = None
+    if old is not None and not stat.S_ISREG(old.st_mode) and not stat.S_ISDIR(old.st_mode):
+        # A device, FIFO or terminal (`--out /dev/stdout`, /dev/null): a stream to write through,
+        # never a file to replace (a rename would put a regular file where the device node was).
+        with open(dest, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+        return True
+    if dest.is_symlink():
+        dest = Path(os.path.realpath(dest))  # replace the file the link points to, and keep the link
     if mode is None:
         mode = old.st_mode & 0o7777 if old is not None else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)

@@ -5,7 +5,7 @@ processes per node, and what means nothing in v2 (sources: :mod:`k8sddp.migrate.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
@@ -14,7 +14,7 @@ from ..runtime.autoguard import torchrun_start
 from . import fields as f
 from .notes import LOST, JobNotes
 
-__all__ = ["V1_PORT_NAME", "drop_v1_only", "num_proc_per_node", "trainer_command", "trainer_env"]
+__all__ = ["V1_PORT_NAME", "drop_v1_only", "num_proc_per_node", "trainer_command", "trainer_env", "v1_variable_refs"]
 
 #: ``$(NAME)`` of a variable the v1 operator sets (kubelet dependent-variable syntax).
 _OPERATOR_REF = re.compile(r"\$\((" + "|".join(f.OPERATOR_ENV) + r")\)")
@@ -142,30 +142,87 @@ def _flag_nproc(command: list[Any]) -> int | None:
     return None
 
 
-def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | None, wrapped: bool) -> int | None:
-    """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``)."""
-    if wrapped:
-        return 1
+#: What Trainer v2.3 makes of ``auto`` without a GPU (plugins/torch/torch.go ``EnforceMLPolicy``,
+#: ``getNumCPUPerNode``), against torch's own ``auto`` that the v1 operator passed on.
+_CPU_AUTO = ("v1 passed `auto` to torchrun, which starts one process per CPU of the node without an accelerator "
+             "(torch's determine_local_world_size); Trainer v2.3 resolves `auto` itself when resourcesPerNode has no GPU: "
+             "the CPU request (else limit) of the node, at least 1, so the process count (and WORLD_SIZE) may change: set "
+             "spec.trainer.numProcPerNode to keep a number")
+
+
+def _has_gpu(resources: Any) -> bool:
+    """Whether Trainer v2.3 sees a GPU in ``resources`` (runtime.go ``numGPU``: a resource name containing "gpu")."""
+    if not isinstance(resources, dict):
+        return False
+    return any("gpu" in str(name).lower() for part in ("requests", "limits")
+               if isinstance(resources.get(part), dict) for name in resources[part])
+
+
+def num_proc_per_node(job: JobNotes, spec: CommentedMap, command: list[Any] | None, wrapped: bool,
+                      resources: Any = None) -> int | None:
+    """``spec.trainer.numProcPerNode`` (an integer in v2.3; unset means ``auto``); ``resources``
+    the ``pytorch`` container's (``spec.trainer.resourcesPerNode``)."""
     value = spec.get("nprocPerNode")
     elastic = spec.get("elasticPolicy")
+    key, node = "nprocPerNode", cast("dict[Any, Any]", spec)
     if value is None and isinstance(elastic, dict) and elastic.get("nProcPerNode") is not None:
-        value = elastic.get("nProcPerNode")
+        value, key, node = elastic.get("nProcPerNode"), "nProcPerNode", elastic
+    if wrapped:
+        # v1 set WORLD_SIZE = replicas x N (envvar.go) for a command that is not torchrun; under
+        # `torchrun --no-python` with one process per node torchrun sets WORLD_SIZE = numNodes.
+        if str(value).isdigit() and int(value) > 1:
+            job.note(node, key, f"spec.{'elasticPolicy.' if node is elastic else ''}{key}",
+                     f"{value}: v1 gave this command PET_NPROC_PER_NODE={value} (and, with a Master, WORLD_SIZE = "
+                     f"replicas x {value}); under `torchrun --no-python` (numProcPerNode 1) WORLD_SIZE is numNodes and "
+                     f"RANK the node's rank: if the script starts {value} processes itself, start it under torchrun "
+                     f"--nproc-per-node={value} instead", LOST)
+        return 1
     flag = _flag_nproc(command or [])
+    path = f"spec.{'elasticPolicy.' if node is elastic else ''}{key}"
     if value is None or str(value) == "auto":
+        if flag is None and not _has_gpu(resources):
+            job.note(node, key if value is not None else None, path, f"{value or 'unset (auto)'}: {_CPU_AUTO}")
         return flag
     if str(value).isdigit():
         if flag is not None and flag != int(value):
-            job.note(spec, "nprocPerNode", "spec.nprocPerNode",
+            job.note(node, key, path,
                      f"{value}, but the command's --nproc-per-node={flag} wins (an explicit torchrun flag over "
                      f"PET_NPROC_PER_NODE): numProcPerNode {flag}")
             return flag
         return int(value)
     if str(value) in ("gpu", "cpu"):
-        job.note(spec, "nprocPerNode", "spec.nprocPerNode",
+        job.note(node, key, path,
                  f"{value!r} has no v2.3 value (numProcPerNode is an integer): left unset, the torch runtime's default "
-                 "`auto` (one process per GPU, else per CPU)")
+                 "`auto`: one process per GPU of resourcesPerNode" + (f"; {_CPU_AUTO}" if not _has_gpu(resources) else ""))
         return None
     raise job.fail(spec, "nprocPerNode", "spec.nprocPerNode", f"must be auto, cpu, gpu or a number, not {value!r}")
+
+
+#: ``$(NAME)`` of a variable the v1 operator set that a Trainer v2 container does not have (the
+#: reserved PET_* ones it does: the torch plugin injects them); ``$$(NAME)`` is the kubelet's escape.
+_V1_ONLY_REF = re.compile(r"(?<!\$)\$\((" + "|".join(n for n in f.OPERATOR_ENV if n not in f.RESERVED_ENV) + r")\)")
+_V2_REF = {"MASTER_ADDR": "$(PET_MASTER_ADDR)", "MASTER_PORT": "$(PET_MASTER_PORT)"}
+
+
+def v1_variable_refs(job: JobNotes, container: CommentedMap, trainer: CommentedMap, path: str) -> None:
+    """``$(MASTER_ADDR)``, ``$(WORLD_SIZE)``, ... left in the trainer's command, args or env values:
+    the kubelet expands ``$(VAR)`` from the container's env when it starts it, and in v2 that env has
+    only the ``PET_*`` values (torchrun sets MASTER_ADDR, ... in its workers, too late for the
+    kubelet), so the text stays as written."""
+    places: list[tuple[Any, Any, str, Any]] = [(container, key, f"{path}.{key}", trainer.get(key)) for key in ("command", "args")]
+    env = trainer.get("env")
+    for i, item in enumerate(env if isinstance(env, list) else []):
+        if isinstance(item, dict):
+            places.append((env, i, f"{path}.env[{item.get('name')}]", item.get("value")))
+    for node, key, where, value in places:
+        refs = sorted({m.group(1) for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)
+                       for m in _V1_ONLY_REF.finditer(v)})
+        if refs:
+            hints = [f"$({r}) -> {_V2_REF[r]}" for r in refs if r in _V2_REF]
+            job.note(node, key if node is not container or key in container else None, where,
+                     f"{', '.join(f'$({r})' for r in refs)}: set by the v1 operator; a Trainer v2 container has only "
+                     "the PET_* ones, so the kubelet passes the text as it is" + (f" (use {', '.join(hints)})" if hints else "")
+                     + "; or let the script read the values torchrun sets in its environment", LOST)
 
 
 def drop_v1_only(job: JobNotes, container: CommentedMap, path: str) -> None:

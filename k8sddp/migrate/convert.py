@@ -10,14 +10,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..kinds.trainermerge import NODE
+from ..runtime.autoguard import torchrun_start
 from ..schemagen_trainer import TRAINER_GROUP
 from . import fields as f
-from .container import drop_v1_only, num_proc_per_node, trainer_command, trainer_env
+from .container import (
+    drop_v1_only,
+    num_proc_per_node,
+    trainer_command,
+    trainer_env,
+    v1_variable_refs,
+)
 from .notes import INFO, LOST, CannotMigrate, JobNotes, Note, plain, put
 
 __all__ = ["CannotMigrate", "INFO", "LOST", "Migrated", "Note", "STOCK_RUNTIME", "convert_job", "plain"]
@@ -25,6 +33,8 @@ __all__ = ["CannotMigrate", "INFO", "LOST", "Migrated", "Note", "STOCK_RUNTIME",
 #: The stock ClusterTrainingRuntime of Trainer v2.3.0 (manifests/base/runtimes/torch_distributed.yaml):
 #: no guards, no /dev/shm, no failure policy.
 STOCK_RUNTIME = "torch-distributed"
+#: A pod name (the JobSet webhook checks its generated pod names as DNS-1035 labels).
+POD_NAME_MAX = 63
 
 
 @dataclasses.dataclass
@@ -54,7 +64,7 @@ def _mapping(job: JobNotes, parent: Any, key: str, path: str, *, required: bool 
                    f"must be a mapping, not {'nothing' if value is None else type(value).__name__}")
 
 
-def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_extra: dict[str, Any]) -> None:
+def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_extra: dict[str, Any], stock: bool) -> None:
     policy = _mapping(job, spec, "runPolicy", "spec.runPolicy", required=False)
     for key, value in list(policy.items()):
         path = f"spec.runPolicy.{key}"
@@ -70,6 +80,9 @@ def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_ex
         elif key == "ttlSecondsAfterFinished":
             runtime_extra["ttlSecondsAfterFinished"] = value
             job.note(policy, key, path, "moved to the job's runtime: the JobSet's spec.ttlSecondsAfterFinished")
+        elif key == "backoffLimit" and stock:
+            job.note(policy, key, path, f"{value}: no TrainJob equivalent: the stock runtime's Job keeps Kubernetes' "
+                     "default backoffLimit (6)", LOST)
         elif key == "backoffLimit":
             # Under ExitCode the v1 operator's restarts do not count against it (NOTES.md): nothing is lost then.
             exit_code = all(isinstance(r, dict) and r.get("restartPolicy") == "ExitCode"
@@ -88,21 +101,44 @@ def _run_policy(job: JobNotes, spec: CommentedMap, out: CommentedMap, runtime_ex
             job.note(policy, key, path, "unknown runPolicy field: dropped", LOST)
 
 
-def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool) -> None:
+#: Said of a restart policy when the trainer command is torchrun without ``k8sddp launch``.
+_BARE_TORCHRUN = ("; this command is torchrun, which exits 1 whenever a worker fails (docs/cluster.md), so every failure "
+                  "but a disruption (preemption, eviction) is final where v1 restarted it: `k8sddp launch --` before "
+                  "torchrun (k8sddp in the image) turns hangs and lost peers into retryable codes (docs/runtime.md)")
+
+
+def _bare_torchrun(command: list[Any] | None) -> bool:
+    """Whether ``command`` runs torchrun, not under ``k8sddp launch`` (which maps the workers' outcome to an exit code)."""
+    if not command or torchrun_start(command) is None:
+        return False
+    return not (len(command) > 1 and str(command[0]).rsplit("/", 1)[-1] == "k8sddp" and command[1] == "launch")
+
+
+def _restart_policies(job: JobNotes, replicas: CommentedMap, stock: bool, wrapped: bool, bare: bool) -> None:
     for rtype, rspec in replicas.items():
         policy = rspec.get("restartPolicy") if isinstance(rspec, dict) else None
         path = f"spec.pytorchReplicaSpecs.{rtype}.restartPolicy"
         if stock:
+            # The stock runtime sets neither restartPolicy nor backoffLimit: JobSet's webhook defaults the
+            # pods to OnFailure (jobset v0.12.0 jobset_webhook.go Default) and the Job keeps Kubernetes' backoffLimit 6.
             job.note(rspec, "restartPolicy" if policy else None, path,
-                     f"{policy or 'OnFailure (default)'}: the stock runtime has no failure policy (any failure fails the "
-                     "JobSet): use the guarded runtime (without --runtime stock)", LOST)
+                     f"{policy or 'OnFailure (default)'}: the stock runtime has no failure policy: its pods restart "
+                     f"OnFailure (JobSet's default), whatever the exit code, until the Job's default backoffLimit (6) is "
+                     "used up, then the JobSet fails (no JobSet restarts): use the guarded runtime (without --runtime stock)", LOST)
+        elif policy == "ExitCode" and wrapped:
+            # torchrun exits 1 whatever its worker did (docs/cluster.md, NOTES.md): the command's own
+            # retryable codes (>= 128) no longer reach the pod.
+            job.note(rspec, "restartPolicy", path, "ExitCode: the command now runs under torchrun, which exits 1 "
+                     "whenever its worker fails, so the command's own retryable exit codes (>= 128) that v1 restarted "
+                     "become final (exit 1 fails the TrainJob); only disruptions (preemption, eviction) restart", LOST)
         elif policy == "ExitCode":
             job.note(rspec, "restartPolicy", path, "ExitCode: the guarded runtime's failure policy does the same (final "
                      "exits 1-127 fail the TrainJob, >= 128 restart the JobSet, docs/trainer.md)")
         else:
             job.note(rspec, "restartPolicy" if policy else None, path,
                      f"{policy or 'OnFailure (default)'}: v2 restarts no single pod; the guarded runtime's failure "
-                     "policy applies (final exits 1-127 fail the TrainJob, >= 128 restart the whole JobSet)")
+                     "policy applies (final exits 1-127 fail the TrainJob, >= 128 restart the whole JobSet)"
+                     + (_BARE_TORCHRUN if bare and policy != "Never" else ""))
 
 
 def _replicas(job: JobNotes, spec: CommentedMap) -> tuple[CommentedMap, CommentedMap, int]:
@@ -161,6 +197,14 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         raise job.fail(metadata, "name" if "name" in metadata else None, "metadata.name", "the job has neither a name nor a generateName")
     name = name.rstrip("-")
     replicas, main, num_nodes = _replicas(job, spec)
+    # The JobSet is named like the TrainJob; its pods `NAME-node-0-INDEX-xxxxx` (jobset v0.12.0
+    # placement.GenPodName, completions = numNodes) must be DNS-1035 labels, which JobSet's webhook checks.
+    pod_name = f"{name}-{NODE}-0-{num_nodes - 1}-abcde"
+    if len(pod_name) > POD_NAME_MAX:
+        raise job.fail(metadata, "name", "metadata.name",
+                       f"too long for Trainer v2: the TrainJob's JobSet names its pods {name}-{NODE}-0-{num_nodes - 1}-xxxxx "
+                       f"({len(pod_name)} characters, more than {POD_NAME_MAX}), so JobSet's webhook refuses the JobSet and "
+                       f"the TrainJob never starts; rename the job (at least {len(pod_name) - POD_NAME_MAX} characters shorter)")
     rtype = "Master" if main is replicas.get("Master") else "Worker"
     base = f"spec.pytorchReplicaSpecs.{rtype}.template"
     template = _mapping(job, main, "template", base)
@@ -190,7 +234,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     if "args" in container:
         put(trainer, "args", container, "args")
     trainer["numNodes"] = num_nodes
-    nproc = num_proc_per_node(job, spec, command, wrapped)
+    nproc = num_proc_per_node(job, spec, command, wrapped, container.get("resources"))
     if nproc is not None:
         trainer["numProcPerNode"] = nproc
     trainer["env"] = trainer_env(job, container, cpath, stock)
@@ -198,6 +242,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         trainer.ca.items["env"] = container.ca.items["env"]
     if container.get("resources"):
         put(trainer, "resourcesPerNode", container, "resources")
+    v1_variable_refs(job, container, trainer, cpath)
 
     # what only the job's own runtime can carry
     runtime_node: dict[str, Any] = {}
@@ -236,8 +281,8 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     tspec = CommentedMap()
     out["spec"] = tspec
     tspec["runtimeRef"] = CommentedMap()  # filled below, first in the spec
-    _run_policy(job, spec, tspec, runtime_jobset)
-    _restart_policies(job, replicas, stock)
+    _run_policy(job, spec, tspec, runtime_jobset, stock)
+    _restart_policies(job, replicas, stock, wrapped, _bare_torchrun(command))
     if spec.get("elasticPolicy") is not None:
         job.note(spec, "elasticPolicy", "spec.elasticPolicy",
                  "no Trainer v2.3 equivalent (the torch runtime has no elastic policy): the TrainJob runs a fixed "
@@ -250,6 +295,7 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
     tspec["trainer"] = trainer
 
     _volume_clashes(job, pod, f"{base}.spec.volumes")
+    _v1_labels(job, main, f"spec.pytorchReplicaSpecs.{rtype}.template")
     patch = _patch(container, pod, template)
     if patch:
         tspec["runtimePatches"] = [CommentedMap([("manager", f.MANAGER), ("trainingRuntimeSpec", patch)])]
@@ -270,6 +316,28 @@ def convert_job(doc: CommentedMap, *, first_line: int = 0, runtime_name: str, st
         kind, ref = "ClusterTrainingRuntime", runtime_name
     tspec["runtimeRef"].update([("apiGroup", TRAINER_GROUP), ("kind", kind), ("name", ref)])
     return Migrated(out, runtime, (kind, ref), job.notes)
+
+
+#: The labels the v1 operator put on its pods (kubeflow/trainer v1.9.4 pkg/apis/kubeflow.org/v1
+#: common_types.go) and what a Trainer v2.3 pod has instead (JobSet v0.12.0's labels).
+V1_POD_LABELS = {
+    "training.kubeflow.org/job-name": "jobset.sigs.k8s.io/jobset-name",
+    "training.kubeflow.org/replica-index": "batch.kubernetes.io/job-completion-index",
+    "training.kubeflow.org/replica-type": "jobset.sigs.k8s.io/replicatedjob-name (node)",
+    "training.kubeflow.org/job-role": "batch.kubernetes.io/job-completion-index 0",
+    "training.kubeflow.org/operator-name": "none",
+}
+
+
+def _v1_labels(job: JobNotes, rspec: CommentedMap, path: str) -> None:
+    """A pod template that refers to a label only the v1 operator set (an affinity's selector, a
+    ``fieldRef`` env): Trainer v2 pods do not have it, so the reference matches nothing."""
+    text = json.dumps(plain(rspec.get("template")))
+    found = [k for k in V1_POD_LABELS if k in text]
+    if found:
+        job.note(rspec, "template", path, f"refers to {', '.join(found)}, which only the v1 operator put on its pods: a "
+                 "Trainer v2 pod has JobSet's labels instead (" + "; ".join(f"{k}: {V1_POD_LABELS[k]}" for k in found)
+                 + "); update the selectors and fieldRefs", LOST)
 
 
 def _volume_clashes(job: JobNotes, pod: CommentedMap, path: str) -> None:

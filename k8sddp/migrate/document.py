@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..render.trainer import DEFAULT_RUNTIME, RUNTIME_ARTIFACT_CLAIM
 from ..schemagen_trainer import TRAINER_GROUP
 from ..validate import validate_objects
+from ..validate.templates import GO_ACTION, go_action_line, helm_message
 from .convert import INFO, LOST, STOCK_RUNTIME, CannotMigrate, Note, convert_job, plain
 
 __all__ = ["ERROR", "MigrateResult", "Notice", "migrate_text", "stock_runtime"]
@@ -190,14 +191,37 @@ def migrate_text(text: str, file: str = "<stdin>", *, runtime_name: str = DEFAUL
             loaded.append((first, chunk, _yaml().load(chunk)))
             as_read.append(yaml.load(chunk, Loader=_LOADER))  # noqa: S506 (a safe loader)
         except (YAMLError, yaml.YAMLError) as exc:
+            action = go_action_line(text)
+            if action is not None:  # an unrendered Helm chart template: said as validate says it (KDP010)
+                more = sum(len(GO_ACTION.findall(t)) for t in text.splitlines() if not t.lstrip().startswith("#")) - 1
+                message = helm_message(action[2], more).replace("check the output: `helm template RELEASE CHART | k8sddp "
+                                                                "validate -`", "migrate the output: `helm template "
+                                                                "RELEASE CHART | k8sddp migrate -`")
+                return MigrateResult(None, [Notice("", Note(action[0], "", message, ERROR))], 0)
             mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-            line = first + mark.line + 1 if mark is not None else first + 1
+            position = getattr(exc, "position", None)  # a ReaderError (a control character) has an offset, no mark
+            if mark is not None:
+                line = first + mark.line + 1
+            elif isinstance(position, int):
+                line = first + chunk.count("\n", 0, position) + 1
+            else:
+                line = first + 1
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             return MigrateResult(None, [Notice("", Note(line, "", f"not valid YAML: {problem}", ERROR))], 0)
     if not any(_is_pytorchjob(data) for _, _, data in loaded):
-        raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate")
+        listed = any(isinstance(d, dict) and d.get("kind") == "List" and isinstance(d.get("items"), list)
+                     and any(_is_pytorchjob(i) for i in d["items"]) for d in as_read)
+        hint = (" (its PyTorchJobs are items of a List, as `kubectl get pytorchjobs -o yaml` writes: export each job "
+                "alone, `kubectl get pytorchjob NAME -o yaml`, or put each item in a document of its own)") if listed else ""
+        raise UsageError(f"{file}: no PyTorchJob (kubeflow.org/v1) to migrate{hint}")
     others = [d for (_, _, rt), d in zip(loaded, as_read, strict=True) if isinstance(d, dict) and not _is_pytorchjob(rt)]
     shared = None if stock else _guarded_runtime(runtime_name, options)
+    # The input's own ClusterTrainingRuntime of that name (a platform team's, `runtime render` output):
+    # used as it is; a second copy after it would replace it on `kubectl apply`.
+    given = next((d for d in others if d.get("kind") == "ClusterTrainingRuntime" and d.get("apiVersion") == f"{TRAINER_GROUP}/v1alpha1"
+                  and isinstance(d.get("metadata"), dict) and d["metadata"].get("name") == runtime_name), None)
+    if shared is not None and given is not None:
+        shared, include_runtime = given, False
     pieces: list[str] = []
     notices: list[Notice] = []
     shared_written, failed, jobs = False, False, 0

@@ -220,10 +220,29 @@ def test_kubeflow_examples(path: Path, cli: Any, tmp_path: Path) -> None:
 def test_python_command_is_started_by_torchrun() -> None:
     text = JOB.replace("command: [torchrun, train.py]  # entry point", "command: [python3, -u, train.py]")
     text = text.replace("command: [torchrun, train.py]", "command: [python3, -u, train.py]")
-    result = migrate_text(text)
+    result = migrate_text(text.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure"))
     assert result.text is not None and result.exit_code == 0
     (job,) = _by_kind(result.text, "TrainJob")
     assert job["spec"]["trainer"]["command"] == ["torchrun", "--no-python", "python3", "-u", "train.py"]
+    assert job["spec"]["trainer"]["numProcPerNode"] == 1
+
+
+def test_wrapping_in_torchrun_loses_exit_codes_and_nproc() -> None:
+    """torchrun exits 1 whatever its worker did: under ExitCode the script's own retryable codes
+    (>= 128) that v1 restarted become final; and an nprocPerNode N > 1 that v1 gave a script that
+    starts its own processes (WORLD_SIZE = replicas x N) cannot hold under one process per node."""
+    text = JOB.replace("command: [torchrun, train.py]  # entry point", "command: [python3, train.py]")
+    text = text.replace("command: [torchrun, train.py]", "command: [python3, train.py]")
+    result = migrate_text(text)
+    assert result.text is not None and result.exit_code == 1
+    lost = {n.note.path: n.note.message for n in result.notices if n.note.level == "lost"}
+    assert "torchrun, which exits 1" in lost["spec.pytorchReplicaSpecs.Master.restartPolicy"]
+    text = text.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure").replace("spec:\n  runPolicy:", "spec:\n  nprocPerNode: '4'\n  runPolicy:")
+    result = migrate_text(text)
+    assert result.exit_code == 1
+    (note,) = [n.note for n in result.notices if n.note.level == "lost"]
+    assert note.path == "spec.nprocPerNode" and "--nproc-per-node=4" in note.message
+    (job,) = _by_kind(result.text or "", "TrainJob")
     assert job["spec"]["trainer"]["numProcPerNode"] == 1
 
 
@@ -296,6 +315,10 @@ def test_stock_runtime(cli: Any, tmp_path: Path, reference: Path) -> None:
     out = tmp_path / "out.yaml"
     r = cli("migrate", str(src), "--runtime", "stock", "--out", str(out))
     assert r.code == 1  # ExitCode has no equivalent in the stock runtime
+    # The stock runtime sets no restartPolicy and no backoffLimit: JobSet defaults the pods to OnFailure
+    # and the Job keeps Kubernetes' backoffLimit 6 (not "any failure fails the JobSet").
+    assert "restart OnFailure (JobSet's default), whatever the exit code, until the Job's default backoffLimit (6)" in r.err
+    assert "any failure fails" not in r.err
     (job,) = _by_kind(out.read_text(), "TrainJob")
     assert job["spec"]["runtimeRef"]["name"] == STOCK_RUNTIME
     assert not _by_kind(out.read_text(), "ClusterTrainingRuntime")
@@ -334,13 +357,20 @@ def test_runtime_name_and_no_runtime(cli: Any, tmp_path: Path) -> None:
     ("text", "code", "message"),
     [
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", 2, "no PyTorchJob"),
+        (yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(JOB)]}),
+         2, "no PyTorchJob (kubeflow.org/v1) to migrate (its PyTorchJobs are items of a List"),
         ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x\nspec: {}\n", 1, ":4: error: not valid YAML"),
         (JOB.replace("name: pytorch", "name: trainer"), 1, "has no container named pytorch"),
         (JOB.replace("    Master:\n      replicas: 1\n", "    Master:\n      replicas: 2\n"), 1, "spec.pytorchReplicaSpecs.Master.replicas: cannot migrate: must be 1"),
         (JOB.replace("    Worker:\n", "    Chief:\n"), 1, "only Master and Worker"),
         (JOB.replace("apiVersion: kubeflow.org/v1", "apiVersion: kubeflow.org/v2"), 1, "only kubeflow.org/v1"),
+        ("apiVersion: v1\nkind: ConfigMap\n---\n" + JOB + 'x: "\x00"\n', 1, "in.yaml:67: error: not valid YAML: unacceptable character"),
+        (JOB.replace("    Worker:\n      replicas: 1\n", "    Worker:\n      replicas: {{ .Values.workers }}\n"),
+         1, "in.yaml:39: error: Go/Helm template action {{ .Values.workers }}: this is an unrendered template, not a "
+         "manifest; render it and migrate the output: `helm template RELEASE CHART | k8sddp migrate -`"),
     ],
-    ids=["not-a-pytorchjob", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version"],
+    ids=["not-a-pytorchjob", "list", "broken-yaml", "no-pytorch-container", "two-masters", "chief", "api-version", "control-character",
+         "helm-template"],
 )
 def test_bad_input(text: str, code: int, message: str, cli: Any, tmp_path: Path) -> None:
     src = tmp_path / "in.yaml"
@@ -481,3 +511,106 @@ def test_launchers_migrate_cannot_read_are_kept(command: str) -> None:
     assert result.text is not None and result.exit_code == 1
     (job,) = _by_kind(result.text, "TrainJob")
     assert job["spec"]["trainer"]["command"] == yaml.safe_load(command)  # not wrapped in a second torchrun
+
+
+def test_a_name_too_long_for_the_jobsets_pods() -> None:
+    """JobSet's webhook refuses a JobSet whose pod names `NAME-node-0-INDEX-xxxxx` exceed 63
+    characters (a PyTorchJob name that v1 accepted can be too long): nothing is written."""
+    ok = migrate_text(JOB.replace("name: tiny  # the job's name", "name: " + "a" * 48))  # 48 + len("-node-0-1-abcde") = 63
+    assert ok.text is not None
+    result = migrate_text(JOB.replace("name: tiny  # the job's name", "name: " + "a" * 49), "job.yaml")
+    assert result.text is None and result.exit_code == 1
+    (notice,) = result.notices
+    assert notice.format("job.yaml").startswith(f"job.yaml:5: error: PyTorchJob {'a' * 49}: metadata.name: cannot migrate: too long")
+    assert "-node-0-1-xxxxx (64 characters, more than 63)" in notice.note.message
+
+
+def test_cpu_auto_process_count_is_said() -> None:
+    """v1 passed `auto` to torchrun (one process per CPU of the node without an accelerator);
+    Trainer v2.3 resolves `auto` without a GPU to the CPU request (torch.go): the count may change."""
+    text = JOB.replace("limits: {nvidia.com/gpu: 1}", "requests: {cpu: 4}")
+    result = migrate_text(text)
+    notes = [n.note for n in result.notices if n.note.path == "spec.nprocPerNode"]
+    assert len(notes) == 1 and "the CPU request (else limit) of the node" in notes[0].message
+    assert not [n for n in migrate_text(JOB).notices if n.note.path == "spec.nprocPerNode"]  # a GPU: auto is the same
+    elastic = text.replace("spec:\n  runPolicy:", "spec:\n  elasticPolicy: {nProcPerNode: 2}\n  runPolicy:", 1)
+    elastic = elastic.replace("command: [torchrun, train.py]", "command: [torchrun, --nproc-per-node=4, train.py]")
+    (note,) = [n.note for n in migrate_text(elastic).notices if "nProcPerNode" in n.note.path or "nprocPerNode" in n.note.path]
+    assert note.path == "spec.elasticPolicy.nProcPerNode" and "--nproc-per-node=4 wins" in note.message
+
+
+def test_on_failure_with_torchrun_says_failures_become_final() -> None:
+    """torchrun exits 1 whenever a worker fails: under the guarded runtime's policy that is final,
+    where v1's OnFailure restarted it; the note says so (not for `k8sddp launch -- torchrun`)."""
+    result = migrate_text(JOB.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure"))
+    notes = [n.note.message for n in result.notices if n.note.path.endswith(".restartPolicy")]
+    assert len(notes) == 2 and all("torchrun, which exits 1 whenever a worker fails" in m for m in notes)
+    launched = JOB.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure").replace(
+        "command: [torchrun, train.py]", "command: [k8sddp, launch, --, torchrun, train.py]")
+    notes = [n.note.message for n in migrate_text(launched).notices if n.note.path.endswith(".restartPolicy")]
+    assert len(notes) == 2 and not any("exits 1 whenever" in m for m in notes)
+
+
+def test_a_reference_to_the_v1_operators_pod_labels_is_lost() -> None:
+    """Selectors and fieldRefs on labels only the v1 operator set match nothing in v2 (JobSet's labels)."""
+    text = JOB.replace(
+        "                - name: NCCL_DEBUG  # debug level\n",
+        "                - name: REPLICA\n                  valueFrom:\n                    fieldRef: {fieldPath: \"metadata.labels['training.kubeflow.org/replica-index']\"}\n"
+        "                - name: NCCL_DEBUG  # debug level\n")
+    result = migrate_text(text)
+    assert result.exit_code == 1 and result.text is not None
+    (note,) = [n.note for n in result.notices if "training.kubeflow.org/" in n.note.message]
+    assert note.level == "lost" and note.path == "spec.pytorchReplicaSpecs.Master.template"
+    assert "training.kubeflow.org/replica-index: batch.kubernetes.io/job-completion-index" in note.message
+    assert not [n for n in migrate_text(JOB).notices if "training.kubeflow.org/" in n.note.message]
+
+
+def test_v1_variables_in_args_and_env_values_are_lost() -> None:
+    """The kubelet expands $(VAR) from the container's env at its start; a v2 container has only
+    PET_*, so $(MASTER_ADDR), $(WORLD_SIZE), ... stay as written ($$(VAR) is the kubelet's escape)."""
+    text = JOB.replace("command: [torchrun, train.py]  # entry point",
+                       "command: [python3, train.py]\n              args: ['--url=tcp://$(MASTER_ADDR):$(MASTER_PORT)', '$$(RANK)']")
+    text = text.replace("                  value: WARN\n", "                  value: $(WORLD_SIZE)\n", 1)
+    result = migrate_text(text.replace("restartPolicy: ExitCode", "restartPolicy: OnFailure"))
+    lost = {n.note.path: n.note.message for n in result.notices if n.note.level == "lost"}
+    base = "spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
+    assert "$(MASTER_ADDR), $(MASTER_PORT): set by the v1 operator" in lost[f"{base}.args"]
+    assert "$(MASTER_ADDR) -> $(PET_MASTER_ADDR)" in lost[f"{base}.args"] and "RANK" not in lost[f"{base}.args"]
+    assert lost[f"{base}.env[NCCL_DEBUG]"].startswith("$(WORLD_SIZE): set by the v1 operator")
+    assert not [n for n in migrate_text(JOB).notices if "a Trainer v2 container has only" in n.note.message]
+
+
+def test_out_through_a_symlink_or_a_fifo_never_replaces_it(cli: Any, tmp_path: Path) -> None:
+    """`--out` to a symbolic link writes the file it points to (the link stays); to a FIFO or a
+    device (`--out /dev/stdout`) it writes through it: a rename would have put a regular file
+    where the device node was (as root: /dev/full, /dev/stdout)."""
+    import os
+
+    target = tmp_path / "real.yaml"
+    target.write_text("old\n")
+    link = tmp_path / "link.yaml"
+    link.symlink_to(target)
+    assert cli("migrate", str(EXAMPLE), "--out", str(link)).code == 0
+    assert link.is_symlink() and "kind: TrainJob" in target.read_text()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        assert cli("migrate", str(EXAMPLE), "--out", str(fifo)).code == 0
+        assert fifo.is_fifo()
+        assert b"kind: TrainJob" in os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
+
+
+def test_the_inputs_own_runtime_of_that_name_is_not_written_again() -> None:
+    """A file that holds the guarded runtime already (`runtime render` output, another option):
+    a second copy after it would replace it on `kubectl apply`."""
+    from k8sddp.render import render_runtime
+
+    mine = to_yaml(render_runtime(max_restarts=5).objects)
+    result = migrate_text(mine + "---\n" + JOB)
+    assert result.text is not None and result.text.startswith(mine)
+    runtimes = _by_kind(result.text, "ClusterTrainingRuntime")
+    assert len(runtimes) == 1 and runtimes[0]["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 5
+    assert validate_text(result.text).failing() == []
