@@ -236,29 +236,26 @@ def _hook(g: Guard, ctx: Any, experiment: str, shared: bool) -> None:
     g.record_started(**info)
 
 
-def guard(train_loop: F) -> F:
-    """Wrap a Ray Train ``train_loop_per_worker`` with the k8sddp guard (see the module docstring).
+class _Guarded:
+    """A guarded loop: a callable object of this module rather than a closure, so that Ray's
+    cloudpickle pickles it by reference to this class with the user's loop as its state. A
+    closure made by :func:`functools.wraps` takes the loop's ``__module__`` (``__main__`` for a
+    loop defined in the driver script, the usual case): cloudpickle then pickled the closure by
+    value with the globals it names, this module's lock (not picklable: ``fit()`` failed) and a
+    copy of its state."""
 
-    Args:
-        train_loop: the loop, called with the same arguments (``config`` or none).
+    def __init__(self, train_loop: Callable[..., Any]) -> None:
+        self.train_loop = train_loop
+        functools.update_wrapper(self, train_loop)  # name, doc, __wrapped__ (Ray reads the signature)
 
-    Returns:
-        The wrapped loop, for ``TorchTrainer(guard(loop), ...)``.
-
-    Raises (in the worker):
-        GuardEnvError: a guard variable is missing or has a value the contract does not accept.
-        k8sddp.errors.UsageError: a malformed ``K8SDDP_*`` variable.
-    """
-
-    @functools.wraps(train_loop)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         env = os.environ
         problems = _problems(env)
         if problems:
             raise GuardEnvError("k8sddp.ray.guard: " + "; ".join(problems))
         g = _start(env)
         try:
-            out = train_loop(*args, **kwargs)
+            out = self.train_loop(*args, **kwargs)
         except BaseException as exc:
             kind = "exception"
             with contextlib.suppress(Exception):
@@ -278,7 +275,27 @@ def guard(train_loop: F) -> F:
                 _STATE.pop("guard", None)
             g.stop()
 
-    return wrapped  # type: ignore[return-value]
+
+def guard(train_loop: F) -> F:
+    """Wrap a Ray Train ``train_loop_per_worker`` with the k8sddp guard (see the module docstring).
+
+    Args:
+        train_loop: the loop, called with the same arguments (``config`` or none).
+
+    Returns:
+        The wrapped loop, for ``TorchTrainer(guard(loop), ...)``: a callable that pickles (Ray
+        sends it to the workers) wherever the loop is defined, the driver script included.
+
+    Raises:
+        TypeError: ``train_loop`` is not callable (at once, not later in every worker).
+
+    Raises (in the worker):
+        GuardEnvError: a guard variable is missing or has a value the contract does not accept.
+        k8sddp.errors.UsageError: a malformed ``K8SDDP_*`` variable.
+    """
+    if not callable(train_loop):
+        raise TypeError(f"k8sddp.ray.guard: train_loop must be callable, not {type(train_loop).__name__}")
+    return _Guarded(train_loop)  # type: ignore[return-value]
 
 
 def trainer_kwargs(env: Mapping[str, str] | None = None, *, backend: str | None = None, storage_path: str | Path | None = None) -> dict[str, Any]:

@@ -38,3 +38,31 @@ def test_worker_env_check_refuses_values_the_contract_does_not_accept() -> None:
     for bad in ("0", "2", ""):
         assert any(gv.ASYNC_ERROR_HANDLING in p for p in _problems({**good, gv.ASYNC_ERROR_HANDLING: bad}))
     assert any(gv.FAULTHANDLER in p for p in _problems({k: v for k, v in good.items() if k != gv.FAULTHANDLER}))
+
+
+def test_a_guarded_loop_of_the_driver_script_pickles_for_ray() -> None:
+    """The README's usage: ``@k8sddp.ray.guard`` on a loop defined in the driver script
+    (``__main__``). Ray's cloudpickle pickles such a loop by value; the guard's wrapper must not
+    drag this module's lock and state along (``fit()`` failed: cannot pickle '_thread.lock')."""
+    import inspect
+
+    import ray.cloudpickle as cloudpickle
+
+    from k8sddp import ray as kray
+
+    def train_loop(config: dict[str, int]) -> int:
+        return config["x"] + 1
+
+    train_loop.__module__ = "__main__"
+    guarded = kray.guard(train_loop)
+    back = cloudpickle.loads(cloudpickle.dumps(guarded))
+    assert list(inspect.signature(back).parameters) == ["config"]  # Ray passes the config by it
+    assert back.__name__ == "train_loop"
+    assert back.__wrapped__({"x": 1}) == 2
+
+
+def test_guard_refuses_what_is_not_callable_at_once() -> None:
+    from k8sddp import ray as kray
+
+    with pytest.raises(TypeError, match="must be callable, not int"):
+        kray.guard(5)  # type: ignore[type-var]
