@@ -195,8 +195,17 @@ def _start(env: Mapping[str, str]) -> Guard:
     experiment = str(ctx.get_experiment_name() or "")
     attempt, shared = _attempt_name(rank)
     run_dir = cfg.artifact_dir / RUNS / attempt if cfg.artifact_dir is not None else None
-    g = Guard(env, mode="ray", rank=rank, local_rank=local, world=world, node=node, run_dir=run_dir,
-              budgets_scope=_scope(experiment), on_stalled=os.abort)
+    try:
+        g = Guard(env, mode="ray", rank=rank, local_rank=local, world=world, node=node, run_dir=run_dir,
+                  budgets_scope=_scope(experiment), on_stalled=os.abort)
+    except OSError as exc:  # as under k8sddp launch: the variable, not a bare OSError from mkdir
+        raise GuardEnvError(f"k8sddp.ray.guard: {gv.ARTIFACT_DIR}={cfg.artifact_dir}: cannot write there: {exc}") from None
+    fr = env.get(gv.FR_DUMP_TEMP_FILE, "").strip()
+    if fr:  # torch's own dump (NCCL's watchdog) writes there and creates no folder; launch creates it too
+        try:
+            Path(fr).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GuardEnvError(f"k8sddp.ray.guard: {gv.FR_DUMP_TEMP_FILE}={fr}: cannot create its folder: {exc}") from None
     g.start()
     try:
         _hook(g, ctx, experiment, shared)

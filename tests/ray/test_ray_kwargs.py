@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,43 @@ def test_guard_refuses_what_is_not_callable_at_once() -> None:
 
     with pytest.raises(TypeError, match="must be callable, not int"):
         kray.guard(5)  # type: ignore[type-var]
+
+
+class _Ctx:
+    """What ``_start`` reads of ``ray.train.get_context()`` (no Ray worker in this test)."""
+
+    def get_world_rank(self) -> int:
+        return 0
+
+    get_local_rank = get_node_rank = get_world_rank
+
+    def get_world_size(self) -> int:
+        return 1
+
+    def get_experiment_name(self) -> str:
+        return "exp"
+
+
+def _env(tmp: Any, artifact_dir: str, fr: str) -> dict[str, str]:
+    env = dict(gv.guard_env(torch_version=None, artifact_dir=artifact_dir))
+    env[gv.FR_DUMP_TEMP_FILE] = fr
+    return env
+
+
+def test_an_unwritable_artifact_dir_is_named_in_the_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """As under ``k8sddp launch``: the variable and why, not a bare NotADirectoryError from mkdir;
+    and the flight recorder's own folder is created (NCCL's dump does not create it)."""
+    import ray.train
+
+    from k8sddp import ray as kray
+
+    monkeypatch.setattr(ray.train, "get_context", lambda: _Ctx())
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(kray.GuardEnvError, match=f"{gv.ARTIFACT_DIR}=.*afile.*cannot write there"):
+        kray._start(_env(tmp_path, str(tmp_path / "afile" / "k8sddp"), str(tmp_path / "fr" / "rank-")))
+    with pytest.raises(kray.GuardEnvError, match=f"{gv.FR_DUMP_TEMP_FILE}=.*cannot create its folder"):
+        kray._start(_env(tmp_path, str(tmp_path / "ok"), str(tmp_path / "afile" / "fr" / "rank-")))
+    monkeypatch.setattr(kray, "_hook", lambda *a: None)  # no torch hooks in the test process
+    g = kray._start(_env(tmp_path, str(tmp_path / "ok"), str(tmp_path / "fr" / "rank-")))
+    g.stop()
+    assert (tmp_path / "fr").is_dir()
