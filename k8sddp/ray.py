@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import math
 import os
 import re
 import secrets
@@ -331,7 +332,8 @@ def trainer_kwargs(env: Mapping[str, str] | None = None, *, backend: str | None 
     cfg = RuntimeConfig.from_env(env)
     if gv.RAY_COLLECTIVE_TIMEOUT not in os.environ:
         os.environ[gv.RAY_COLLECTIVE_TIMEOUT] = str(gv.DEFAULT_RAY_COLLECTIVE_TIMEOUT_SECONDS)
-    torch_kwargs: dict[str, Any] = {"timeout_s": int(cfg.pg_timeout_s)}
+    # whole seconds, rounded up: int() made a fraction of a second 0 (every collective timed out at once)
+    torch_kwargs: dict[str, Any] = {"timeout_s": max(1, math.ceil(cfg.pg_timeout_s))}
     if backend is not None:
         torch_kwargs["backend"] = backend
     if storage_path is None and cfg.artifact_dir is not None:

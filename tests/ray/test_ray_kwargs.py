@@ -107,3 +107,9 @@ def test_an_unwritable_artifact_dir_is_named_in_the_worker(monkeypatch: pytest.M
     g = kray._start(_env(tmp_path, str(tmp_path / "ok"), str(tmp_path / "fr" / "rank-")))
     g.stop()
     assert (tmp_path / "fr").is_dir()
+
+
+def test_a_fractional_pg_timeout_is_rounded_up_not_to_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gv.RAY_COLLECTIVE_TIMEOUT, "77")
+    assert trainer_kwargs({gv.PG_TIMEOUT: "0.5"})["torch_config"].timeout_s == 1  # int() gave 0
+    assert trainer_kwargs({gv.PG_TIMEOUT: "600.2"})["torch_config"].timeout_s == 601
