@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import math
 import os
 import re
 import secrets
@@ -195,8 +196,17 @@ def _start(env: Mapping[str, str]) -> Guard:
     experiment = str(ctx.get_experiment_name() or "")
     attempt, shared = _attempt_name(rank)
     run_dir = cfg.artifact_dir / RUNS / attempt if cfg.artifact_dir is not None else None
-    g = Guard(env, mode="ray", rank=rank, local_rank=local, world=world, node=node, run_dir=run_dir,
-              budgets_scope=_scope(experiment), on_stalled=os.abort)
+    try:
+        g = Guard(env, mode="ray", rank=rank, local_rank=local, world=world, node=node, run_dir=run_dir,
+                  budgets_scope=_scope(experiment), on_stalled=os.abort)
+    except OSError as exc:  # as under k8sddp launch: the variable, not a bare OSError from mkdir
+        raise GuardEnvError(f"k8sddp.ray.guard: {gv.ARTIFACT_DIR}={cfg.artifact_dir}: cannot write there: {exc}") from None
+    fr = env.get(gv.FR_DUMP_TEMP_FILE, "").strip()
+    if fr:  # torch's own dump (NCCL's watchdog) writes there and creates no folder; launch creates it too
+        try:
+            Path(fr).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise GuardEnvError(f"k8sddp.ray.guard: {gv.FR_DUMP_TEMP_FILE}={fr}: cannot create its folder: {exc}") from None
     g.start()
     try:
         _hook(g, ctx, experiment, shared)
@@ -236,29 +246,26 @@ def _hook(g: Guard, ctx: Any, experiment: str, shared: bool) -> None:
     g.record_started(**info)
 
 
-def guard(train_loop: F) -> F:
-    """Wrap a Ray Train ``train_loop_per_worker`` with the k8sddp guard (see the module docstring).
+class _Guarded:
+    """A guarded loop: a callable object of this module rather than a closure, so that Ray's
+    cloudpickle pickles it by reference to this class with the user's loop as its state. A
+    closure made by :func:`functools.wraps` takes the loop's ``__module__`` (``__main__`` for a
+    loop defined in the driver script, the usual case): cloudpickle then pickled the closure by
+    value with the globals it names, this module's lock (not picklable: ``fit()`` failed) and a
+    copy of its state."""
 
-    Args:
-        train_loop: the loop, called with the same arguments (``config`` or none).
+    def __init__(self, train_loop: Callable[..., Any]) -> None:
+        self.train_loop = train_loop
+        functools.update_wrapper(self, train_loop)  # name, doc, __wrapped__ (Ray reads the signature)
 
-    Returns:
-        The wrapped loop, for ``TorchTrainer(guard(loop), ...)``.
-
-    Raises (in the worker):
-        GuardEnvError: a guard variable is missing or has a value the contract does not accept.
-        k8sddp.errors.UsageError: a malformed ``K8SDDP_*`` variable.
-    """
-
-    @functools.wraps(train_loop)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         env = os.environ
         problems = _problems(env)
         if problems:
             raise GuardEnvError("k8sddp.ray.guard: " + "; ".join(problems))
         g = _start(env)
         try:
-            out = train_loop(*args, **kwargs)
+            out = self.train_loop(*args, **kwargs)
         except BaseException as exc:
             kind = "exception"
             with contextlib.suppress(Exception):
@@ -278,7 +285,27 @@ def guard(train_loop: F) -> F:
                 _STATE.pop("guard", None)
             g.stop()
 
-    return wrapped  # type: ignore[return-value]
+
+def guard(train_loop: F) -> F:
+    """Wrap a Ray Train ``train_loop_per_worker`` with the k8sddp guard (see the module docstring).
+
+    Args:
+        train_loop: the loop, called with the same arguments (``config`` or none).
+
+    Returns:
+        The wrapped loop, for ``TorchTrainer(guard(loop), ...)``: a callable that pickles (Ray
+        sends it to the workers) wherever the loop is defined, the driver script included.
+
+    Raises:
+        TypeError: ``train_loop`` is not callable (at once, not later in every worker).
+
+    Raises (in the worker):
+        GuardEnvError: a guard variable is missing or has a value the contract does not accept.
+        k8sddp.errors.UsageError: a malformed ``K8SDDP_*`` variable.
+    """
+    if not callable(train_loop):
+        raise TypeError(f"k8sddp.ray.guard: train_loop must be callable, not {type(train_loop).__name__}")
+    return _Guarded(train_loop)  # type: ignore[return-value]
 
 
 def trainer_kwargs(env: Mapping[str, str] | None = None, *, backend: str | None = None, storage_path: str | Path | None = None) -> dict[str, Any]:
@@ -305,7 +332,8 @@ def trainer_kwargs(env: Mapping[str, str] | None = None, *, backend: str | None 
     cfg = RuntimeConfig.from_env(env)
     if gv.RAY_COLLECTIVE_TIMEOUT not in os.environ:
         os.environ[gv.RAY_COLLECTIVE_TIMEOUT] = str(gv.DEFAULT_RAY_COLLECTIVE_TIMEOUT_SECONDS)
-    torch_kwargs: dict[str, Any] = {"timeout_s": int(cfg.pg_timeout_s)}
+    # whole seconds, rounded up: int() made a fraction of a second 0 (every collective timed out at once)
+    torch_kwargs: dict[str, Any] = {"timeout_s": max(1, math.ceil(cfg.pg_timeout_s))}
     if backend is not None:
         torch_kwargs["backend"] = backend
     if storage_path is None and cfg.artifact_dir is not None:

@@ -114,8 +114,13 @@ def serve_runtime_envs(text: Any, path: tuple[Any, ...]) -> RuntimeEnvs:
     if not isinstance(data, MAPPING):
         out.findings.append(RawFinding("KDP152", path, "serveConfigV2 is not a mapping with applications"))
         return out
-    for i, app in enumerate(as_list(data.get("applications"))):
+    apps = data.get("applications")
+    if apps is not None and not isinstance(apps, list):  # Ray Serve refuses the config: nothing was read
+        out.findings.append(RawFinding("KDP152", path, f"serveConfigV2 applications is not a list but {type(apps).__name__}; Ray refuses it"))
+        return out
+    for i, app in enumerate(as_list(apps)):
         if not isinstance(app, MAPPING):
+            out.findings.append(RawFinding("KDP152", path, f"serveConfigV2 application {i} is not a mapping but {type(app).__name__}; Ray refuses it"))
             continue
         name = app.get("name", i)
         got = _env_vars(app.get("runtime_env"), path, f"serveConfigV2 application {name!r} runtime_env")
