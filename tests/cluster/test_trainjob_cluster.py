@@ -58,9 +58,46 @@ def test_runtime_applied_then_trainjob_created(cli: Any, api: FakeApiServer, kub
     runtime["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] = 5
     res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "changed.yaml", runtime, other))
     assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch configured" in res.out, res.err
-    assert api.count("PUT", f"{API}/clustertrainingruntimes/k8sddp-torch") == 1
+    # one PUT is the server's dry run (defaulted, compared with the stored spec), one the write
+    puts = [r["query"].get("dryRun") for r in api.requests if r["method"] == "PUT"
+            and r["path"] == f"{API}/clustertrainingruntimes/k8sddp-torch"]
+    assert puts == ["All", None]
     stored = api.jobs(plural="clustertrainingruntimes")[0]
     assert stored["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 5
+
+
+def _jobset_defaults(obj: dict[str, Any]) -> None:
+    """What the API server fills in from the JobSet v0.12.0 CRD's defaults (seen on the real one)."""
+    template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if "failurePolicy" in template:
+        template["failurePolicy"].setdefault("restartStrategy", "Recreate")
+    for rj in template.get("replicatedJobs") or []:
+        rj.setdefault("groupName", "default")
+        rj.setdefault("replicas", 1)
+
+
+def test_resubmitted_runtime_is_unchanged_despite_server_defaults(cli: Any, api: FakeApiServer, kubeconfig: Path,
+                                                                   tmp_path: Path, rendered: dict[str, Any]) -> None:
+    """The stored runtime carries the CRD's defaults the input leaves out: the same input again is
+    ``unchanged`` (no write), as kubectl apply says, not ``configured`` by a needless PUT; a real
+    change is still replaced, and its dry run writes nothing."""
+    api.defaulting = _jobset_defaults
+    runtime = rendered["runtime"]
+    res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "first.yaml", runtime, rendered["job"]))
+    assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch created" in res.out, res.err
+    other = {**rendered["job"], "metadata": {"name": "demo2"}}
+    res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "again.yaml", runtime, other))
+    assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch unchanged\n" in res.out, res.out + res.err
+    assert [r for r in api.requests if r["method"] == "PUT" and "dryRun" not in r["query"]] == []
+    stored_rv = api.jobs(plural="clustertrainingruntimes")[0]["metadata"]["resourceVersion"]
+    runtime["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] = 5
+    third = {**rendered["job"], "metadata": {"name": "demo3"}}
+    res = cli("submit", "--kubeconfig", str(kubeconfig), "--dry-run=server", write(tmp_path, "dry.yaml", runtime, third))
+    assert res.code == 0 and "k8sddp-torch configured (server dry run)" in res.out, res.out + res.err
+    assert api.jobs(plural="clustertrainingruntimes")[0]["metadata"]["resourceVersion"] == stored_rv
+    res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "changed.yaml", runtime, third))
+    assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch configured\n" in res.out, res.out + res.err
+    assert api.jobs(plural="clustertrainingruntimes")[0]["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 5
 
 
 def test_runtime_read_from_the_cluster_or_refused(cli: Any, api: FakeApiServer, kubeconfig: Path, tmp_path: Path,
