@@ -96,14 +96,6 @@ class TrainJobKind(Kind):
             return []
         return [(group, kind, namespace if kind == "TrainingRuntime" else None, name)]
 
-    def referenced_objects(self, obj: Mapping[str, Any], namespace: str | None) -> list[tuple[str, str, str | None, str]]:
-        """The runtime of ``spec.runtimeRef`` (a ``TrainingRuntime`` in the TrainJob's namespace, a
-        ``ClusterTrainingRuntime`` cluster-wide); none for another group or kind (KDP136) or no name."""
-        group, kind, name = runtime_key(obj)
-        if group != TRAINER_GROUP or kind not in ("TrainingRuntime", "ClusterTrainingRuntime") or not name:
-            return []
-        return [(group, kind, namespace if kind == "TrainingRuntime" else None, name)]
-
     def check_api_version(self, obj: Mapping[str, Any]) -> RawFinding | None:
         """KDP130 for a version of ``trainer.kubeflow.org`` that is not served."""
         wrong = super().check_api_version(obj)
