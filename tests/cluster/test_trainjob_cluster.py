@@ -206,3 +206,32 @@ def test_credentials_for_one_kind_only(cli: Any, api: FakeApiServer, kubeconfig:
     api.forbidden.add(("get", "pytorchjobs", "ml"))
     res = cli("status", "demo", "--kubeconfig", str(kubeconfig))
     assert res.code == 3 and "may not get" in res.err and "not found" not in res.err
+
+
+def test_logs_of_initializer_and_launcher_replicated_jobs(cli: Any, api: FakeApiServer, kubeconfig: Path,
+                                                          rendered: dict[str, Any]) -> None:
+    """A multi-step TrainJob (reference 05-multi-step): while the dataset initializer runs there is
+    no ``node`` pod, and its pod's container is ``dataset-initializer``: logs shows it (the pod's only
+    container, as kubectl logs) instead of exit 2; ``--replica`` takes any replicatedJob name the
+    runtime has (``launcher`` of the stock DeepSpeed runtime, a custom one), not only the stock three."""
+    api.put_job({**rendered["job"], "metadata": {"name": "ms", "namespace": "ml"}}, plural="trainjobs")
+    labels = {"jobset.sigs.k8s.io/jobset-name": "ms", "batch.kubernetes.io/job-completion-index": "0"}
+    api.add_pod("ml", "ms-dataset-initializer-0-0-abcde", {**labels, "jobset.sigs.k8s.io/replicatedjob-name": "dataset-initializer"},
+                containers=("dataset-initializer",), logs=["downloading"])
+    res = cli("logs", "ms", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out == "downloading\n", res.err
+    res = cli("logs", "ms", "--replica", "dataset-initializer", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out == "downloading\n", res.err
+    api.add_pod("ml", "ms-launcher-0-0-abcde", {**labels, "jobset.sigs.k8s.io/replicatedjob-name": "launcher"},
+                containers=("node",), logs=["launched"])
+    res = cli("logs", "ms", "--replica", "launcher", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out == "launched\n", res.err
+    res = cli("logs", "ms", "--replica", "trainer", "--kubeconfig", str(kubeconfig))
+    assert res.code == 3 and 'no pods of job "ms" (TrainJob, trainer)' in res.err, res.err
+    res = cli("logs", "ms", "--replica", "Not_A_Label", "--kubeconfig", str(kubeconfig))
+    assert res.code == 2 and "not a replicatedJob name" in res.err, res.err
+    # a pod of several containers, none the training one and no default-container annotation: exit 2
+    api.add_pod("ml", "ms-side-0-0-abcde", {**labels, "jobset.sigs.k8s.io/replicatedjob-name": "side"},
+                containers=("a", "b"), logs=["x"])
+    res = cli("logs", "ms", "--replica", "side", "--kubeconfig", str(kubeconfig))
+    assert res.code == 2 and 'has no container named "node" (it has a, b)' in res.err, res.err
