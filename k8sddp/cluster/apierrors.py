@@ -28,7 +28,7 @@ class Call:
         verb: the RBAC verb (``create``, ``get``, ``list``, ``watch``, ``delete``).
         resource: plural resource with its group (``pytorchjobs.kubeflow.org``, ``configmaps``,
             ``pods/log``).
-        namespace: the namespace.
+        namespace: the namespace; empty for a cluster-scoped resource (``clustertrainingruntimes``).
         name: the object's name, empty for collection calls.
         server: the API server's URL.
     """
@@ -42,7 +42,11 @@ class Call:
     def what(self) -> str:
         """``create pytorchjobs.kubeflow.org "demo" in namespace "ml"``."""
         target = f' "{self.name}"' if self.name else ""
-        return f'{self.verb} {self.resource}{target} in namespace "{self.namespace}"'
+        return f"{self.verb} {self.resource}{target}{self.where()}"
+
+    def where(self) -> str:
+        """`` in namespace "ml"``; empty for a cluster-scoped resource."""
+        return f' in namespace "{self.namespace}"' if self.namespace else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +133,7 @@ def translate(exc: BaseException, call: Call, *, attempts: int = 1) -> ClusterEr
     server_says = f": {st.message}" if st.message else ""
     if st.code == 409 and st.reason == "AlreadyExists":
         msg = (
-            f'{call.resource} "{call.name}" already exists in namespace "{call.namespace}"; '
+            f'{call.resource} "{call.name}" already exists{call.where()}; '
             "pass --replace to delete it and create it again, or choose a new name"
         )
     elif st.code == 409:
@@ -141,8 +145,8 @@ def translate(exc: BaseException, call: Call, *, attempts: int = 1) -> ClusterEr
             msg += "\n" + "\n".join(f"  - {c}" for c in st.causes)
     elif st.code == 403:
         msg = (
-            f"forbidden: your credentials may not {call.verb} {call.resource} in namespace "
-            f'"{call.namespace}" (ask for an RBAC Role granting "{call.verb}" on '
+            f"forbidden: your credentials may not {call.verb} {call.resource}{call.where()} "
+            f'(ask for an RBAC {"Role" if call.namespace else "ClusterRole"} granting "{call.verb}" on '
             f'"{call.resource}"){server_says}'
         )
     elif st.code == 401:
@@ -155,8 +159,11 @@ def translate(exc: BaseException, call: Call, *, attempts: int = 1) -> ClusterEr
         msg = f"the API server refused the request ({call.what()}){server_says}"
         if st.causes:
             msg += "\n" + "\n".join(f"  - {c}" for c in st.causes)
+    elif st.code == 404 and st.details.get("kind") == "namespaces" and call.namespace:
+        # a create in a namespace that does not exist: the namespace is what is missing
+        msg = f'namespace "{st.details.get("name") or call.namespace}" not found: cannot {call.what()}'
     elif st.code == 404:
-        msg = f'{call.resource} "{call.name}" not found in namespace "{call.namespace}"'
+        msg = f'{call.resource} "{call.name}" not found{call.where()}'
         if not call.name:
             msg = f"not found: cannot {call.what()}{server_says}"
     elif st.code == 429 or st.code >= 500:

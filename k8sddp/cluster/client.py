@@ -314,8 +314,20 @@ class Cluster(CoreCalls):
         if ns is not None:
             obj["metadata"]["namespace"] = ns
         call = Call("update", res.name, ns or "", name, self.server)
+        # The stored spec carries the CRD's defaults (a JobSet's ``replicas``, ``groupName``,
+        # ``restartStrategy``) that the input leaves out, so an equal input rarely compares equal:
+        # the server's dry run of the PUT defaults it the same way, and a spec equal after that
+        # is ``unchanged`` (no write), as kubectl apply says. Safe to retry: nothing is written.
+        dry: dict[str, Any] = self._call(
+            call, lambda _a: self._custom("replace", res, ns, name, obj, dry_run="All",
+                                          field_validation="Strict", _request_timeout=60), res=res
+        )
+        if dry.get("spec") == existing.get("spec"):
+            return existing, "unchanged"
+        if dry_run:
+            return dry, "configured"
         result: dict[str, Any] = self._call(
-            call, lambda _a: self._custom("replace", res, ns, name, obj, dry_run="All" if dry_run else None,
+            call, lambda _a: self._custom("replace", res, ns, name, obj,
                                           field_validation="Strict", _request_timeout=60), retry=False, res=res
         )
         return result, "configured"

@@ -106,8 +106,12 @@ def stream_logs(
     out: BinaryIO | None = None,
     tail_lines: int | None = None,
     container: str = CONTAINER,
+    replica_label: str = "",
+    training_replica: str = "",
 ) -> None:
-    """Write the training container's log (``container``: ``pytorch``, a TrainJob's ``node``) of each pod to ``out``.
+    """Write the training container's log (``container``: ``pytorch``, a TrainJob's ``node``) of each pod to ``out``;
+    a pod whose ``replica_label`` is not ``training_replica`` (a TrainJob's initializer) may lack it:
+    then its only container's, or its ``kubectl.kubernetes.io/default-container``'s, as kubectl logs.
 
     One pod: its log as is. Several: each line prefixed ``[pod-name] `` (as ``kubectl logs
     --prefix``); with ``follow`` they stream concurrently, one thread per pod, and return when
@@ -125,11 +129,25 @@ def stream_logs(
     def one(pod: dict[str, Any]) -> None:
         pname = pod["metadata"]["name"]
         names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]
+        chosen = container
+        meta = pod.get("metadata") or {}
+        other_replica = bool(replica_label) and (meta.get("labels") or {}).get(replica_label) != training_replica
         if names and container not in names:
-            raise UsageError(f'pod "{pname}" has no container named "{container}" (it has {", ".join(map(str, names))})')
+            # another replica's pod (a TrainJob's initializer: container ``dataset-initializer``):
+            # as kubectl logs, its only container, else the one its default-container annotation names;
+            # a training pod without the training container stays an error
+            default = (meta.get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+            if not other_replica:
+                raise UsageError(f'pod "{pname}" has no container named "{container}" (it has {", ".join(map(str, names))})')
+            if len(names) == 1:
+                chosen = str(names[0])
+            elif default in names:
+                chosen = str(default)
+            else:
+                raise UsageError(f'pod "{pname}" has no container named "{container}" (it has {", ".join(map(str, names))})')
         tag = f"[{pname}] ".encode() if prefix else b""
         pending = b""
-        for chunk in cluster.pod_log(pname, container=container, follow=follow, tail_lines=tail_lines):
+        for chunk in cluster.pod_log(pname, container=chosen, follow=follow, tail_lines=tail_lines):
             if not prefix:
                 with lock:
                     sink.write(chunk)

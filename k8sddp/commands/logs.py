@@ -4,8 +4,8 @@ The kind is ``--kind``, else the one kind with a job of that name (:mod:`k8sddp.
 Pods are found by the controller's labels (:mod:`k8sddp.cluster.pods`): for a PyTorchJob by default
 the Master's pod (or, for a Worker-only job, every pod), for a TrainJob every ``node`` pod (the
 JobSet's trainer Job), several pods' lines prefixed with their pod's name; ``--replica``
-(PyTorchJob: ``master``, ``worker``; TrainJob: a replicatedJob, ``node``, ``dataset-initializer``,
-``model-initializer``) and ``--index`` (replica index; a TrainJob's node rank, the Job completion
+(PyTorchJob: ``master``, ``worker``; TrainJob: any replicatedJob of its runtime, ``node``,
+``dataset-initializer``, ``model-initializer``, ``launcher``, ...) and ``--index`` (replica index; a TrainJob's node rank, the Job completion
 index) narrow it. The container is the kind's training container (``pytorch``, ``node``). ``-f``
 follows until the containers end. Exit 0; 2 for a replica the kind does not have, or a name that
 jobs of several kinds have without ``--kind``; 3 when no pod matches or the API fails.
@@ -14,10 +14,14 @@ jobs of several kinds have without ``--kind``; 3 when no pod matches or the API 
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ..errors import UsageError
 from ._clusterflags import add_cluster_flags, add_kind_flag, require_name
+
+#: a replicatedJob name (JobSet: a DNS-1123 label)
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def register(subparsers: Any) -> None:
@@ -54,7 +58,14 @@ def run(args: argparse.Namespace) -> int:
     cluster = connect(args)
     kind, _ = find_job(cluster, name, args.kind)
     if args.replica is not None and args.replica not in kind.status.replicas:
-        raise UsageError(f"--replica {args.replica!r}: a {kind.kind} has replicas {', '.join(kind.status.replicas)}")
+        if not kind.status.open_replicas:
+            raise UsageError(f"--replica {args.replica!r}: a {kind.kind} has replicas {', '.join(kind.status.replicas)}")
+        if not _DNS_LABEL.fullmatch(args.replica):
+            raise UsageError(f"--replica {args.replica!r}: not a replicatedJob name (a DNS-1123 label: lower case "
+                             f"letters, digits, '-'); the stock runtimes have {', '.join(kind.status.replicas)}")
     pods = select_pods(cluster, name, replica=args.replica, index=args.index, kind=kind)
-    stream_logs(cluster, pods, follow=args.follow, tail_lines=args.tail, container=kind.status.container)
+    open_replicas = kind.status.open_replicas
+    stream_logs(cluster, pods, follow=args.follow, tail_lines=args.tail, container=kind.status.container,
+                replica_label=kind.status.pod_labels.get("replica-type", "") if open_replicas else "",
+                training_replica=kind.status.log_replica)
     return 0

@@ -106,6 +106,8 @@ class StatusModel:
         namespaced: the resource lives in a namespace (``False``: cluster-scoped, a
             ``ClusterTrainingRuntime``).
         replicas: values of the ``replica-type`` pod label (``logs --replica``), lower case.
+        open_replicas: any DNS label is a replica too (a TrainJob's replicatedJobs are named by
+            its runtime: ``replicas`` are the stock ones, ``launcher`` say, or a custom one).
         log_replica: the replica whose pods ``logs`` shows by default (``master``; ``""``: every pod).
         replica_status: where ``status`` keeps the per-replica counts: ``replicaStatuses`` (a
             mapping of replica to counts, Kubeflow v1) or ``jobsStatus`` (a list of
@@ -125,6 +127,7 @@ class StatusModel:
     pods_owner_field: str = ""
     namespaced: bool = True
     replicas: tuple[str, ...] = ()
+    open_replicas: bool = False
     log_replica: str = ""
     replica_status: str = ""
 

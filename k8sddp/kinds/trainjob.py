@@ -80,8 +80,9 @@ class TrainJobKind(Kind):
         },
         container=NODE,
         # the replicatedJobs of the stock runtimes (v2.3.0 manifests/base/runtimes): the trainer
-        # Job and the initializers
-        replicas=(NODE, "dataset-initializer", "model-initializer"),
+        # Job, the initializers, the MPI/DeepSpeed launcher; a runtime may name its own
+        replicas=(NODE, "dataset-initializer", "model-initializer", "launcher"),
+        open_replicas=True,
         log_replica=NODE,
         replica_status="jobsStatus",
     )

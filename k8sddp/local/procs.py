@@ -109,6 +109,9 @@ class PodRunner(abc.ABC):
         self.progress = options.progress or Progress(sys.stderr)
         self.out = options.out or sys.stdout
         self._out_lock = threading.Lock()
+        #: the first failed write of the pods' echoed output (a full disk, a closed pipe): the
+        #: pods are still drained into their log files; run() raises it after the job ends
+        self._out_error: OSError | None = None
         self.start_time = _now()
         self.completion_time: str | None = None
         self._reaper: Reaper | None = None
@@ -199,11 +202,20 @@ class PodRunner(abc.ABC):
             for raw in iter(stream.readline, b""):
                 log.write(raw)
                 log.flush()
-                if self.options.echo_logs:
+                if self.options.echo_logs and self._out_error is None:
                     with self._out_lock:
+                        if self._out_error is not None:
+                            continue
                         self.progress.clear_live()
-                        self.out.write(prefix + raw.decode("utf-8", "replace").rstrip("\n") + "\n")
-                        self.out.flush()
+                        try:
+                            self.out.write(prefix + raw.decode("utf-8", "replace").rstrip("\n") + "\n")
+                            self.out.flush()
+                        except (OSError, ValueError) as exc:
+                            # Keep reading: a pod whose pipe is not drained blocks on its next write.
+                            self._out_error = exc if isinstance(exc, OSError) else OSError(str(exc))
+                            self.progress.event(
+                                f"{self.name}: standard output cannot be written ({exc}): the pods' output "
+                                f"goes on in {self.dir / 'logs'} only")
 
     def _stop(self, pod: _Pod, *, grace: float | None = None) -> None:
         proc = pod.proc
@@ -247,6 +259,8 @@ class PodRunner(abc.ABC):
             WaitTimeoutError: ``timeout`` passed (exit 5); every pod is stopped first.
             StoppedError: SIGINT or SIGTERM to this process (exit 130 or 143); every pod is
                 stopped first and the job marked Failed (reason ``Stopped``).
+            OSError: the job Succeeded but its pods' output could not be echoed to ``out``
+                (``BrokenPipeError`` for a closed pipe); the log files have all of it.
         """
         start = time.monotonic()
         previous: dict[int, Any] = {}
@@ -256,7 +270,10 @@ class PodRunner(abc.ABC):
                 previous[int(sig)] = signal.signal(sig, _interrupt)
         self._reaper = Reaper()
         try:
-            return self._run(start)
+            state = self._run(start)
+            if self._out_error is not None:
+                raise self._out_error  # the CLI: exit 2 for a full disk, a quiet 0 for a closed pipe
+            return state
         finally:
             for num, handler in previous.items():
                 signal.signal(num, handler)

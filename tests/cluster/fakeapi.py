@@ -119,6 +119,8 @@ class FakeApiServer:
         requests: every request seen: ``{"method", "path", "query", "body"}``.
         forbidden: set of ``(verb, resource, namespace)`` denied with 403.
         admission: optional ``hook(obj) -> list of (field, message)``; a non-empty list -> 422.
+        defaulting: optional ``hook(obj)`` that fills defaults in place on create and update (dry
+            runs too), as the API server does from a CRD's ``default`` markers.
         delete_delay: seconds a deleted job lingers with ``deletionTimestamp`` (finalizers).
         watch_timeout_cap: the longest a watch stream stays open (seconds).
     """
@@ -130,6 +132,7 @@ class FakeApiServer:
         self.requests: list[dict[str, Any]] = []
         self.forbidden: set[tuple[str, str, str]] = set()
         self.admission: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
+        self.defaulting: Callable[[dict[str, Any]], None] | None = None
         self.delete_delay = 0.0
         self.watch_timeout_cap = 60.0
         self._schema = crd_schema

@@ -302,6 +302,8 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                         {"name": name, "group": res.group, "kind": res.kind,
                          "causes": [{"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes]})
                 return
+        if server.defaulting is not None:
+            server.defaulting(obj)
         if dry == "All":
             out = copy.deepcopy(obj)
             out.pop("status", None)
@@ -332,6 +334,8 @@ def make_handler(server: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 h._fail(409, "Conflict", f'Operation cannot be fulfilled on {res.plural}.{res.group} "{name}": the object has been modified')
                 return
             new = copy.deepcopy(obj)
+            if server.defaulting is not None:
+                server.defaulting(new)
             new["metadata"] = {**old["metadata"], **{k: v for k, v in obj["metadata"].items() if k in ("labels", "annotations")}}
             new.pop("status", None)
             new.update({"status": old["status"]} if old.get("status") else {})

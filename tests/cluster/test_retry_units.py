@@ -64,3 +64,34 @@ def test_env_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
     for bad in ("0", "x", "-1"):
         with pytest.raises(UsageError):
             RetryPolicy.from_env({"K8SDDP_API_MAX_ATTEMPTS": bad})
+
+
+def _status_body(code: int, reason: str, message: str, details: dict[str, str]) -> str:
+    import json
+
+    return json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                       "reason": reason, "details": details, "code": code})
+
+
+def test_a_missing_namespace_is_named_not_the_job() -> None:
+    """A create in a namespace that does not exist: the real API server answers 404 with
+    ``details.kind: namespaces``; the job is not what is missing."""
+    body = _status_body(404, "NotFound", 'namespaces "other" not found', {"name": "other", "kind": "namespaces"})
+    err = translate(Answer(404, body=body), Call("create", "trainjobs.trainer.kubeflow.org", "other", "demo2"))
+    assert str(err) == 'namespace "other" not found: cannot create trainjobs.trainer.kubeflow.org "demo2" in namespace "other"'
+    assert err.status == 404
+    body = _status_body(404, "NotFound", 'trainjobs.trainer.kubeflow.org "x" not found', {"name": "x", "kind": "trainjobs"})
+    err = translate(Answer(404, body=body), Call("get", "trainjobs.trainer.kubeflow.org", "ml", "x"))
+    assert str(err) == 'trainjobs.trainer.kubeflow.org "x" not found in namespace "ml"'
+
+
+def test_cluster_scoped_calls_name_no_namespace() -> None:
+    """A ClusterTrainingRuntime has no namespace: no ``in namespace ""`` in the messages."""
+    call = Call("get", "clustertrainingruntimes.trainer.kubeflow.org", "", "k8sddp-torch", "https://h:6443")
+    assert call.what() == 'get clustertrainingruntimes.trainer.kubeflow.org "k8sddp-torch"'
+    body = _status_body(403, "Forbidden", "no", {})
+    err = translate(Answer(403, body=body), call)
+    assert 'in namespace ""' not in str(err) and "RBAC ClusterRole" in str(err)
+    body = _status_body(409, "AlreadyExists", "exists", {})
+    err = translate(Answer(409, body=body), Call("create", "clustertrainingruntimes.trainer.kubeflow.org", "", "k8sddp-torch"))
+    assert str(err).startswith('clustertrainingruntimes.trainer.kubeflow.org "k8sddp-torch" already exists; ')

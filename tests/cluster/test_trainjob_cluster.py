@@ -58,9 +58,46 @@ def test_runtime_applied_then_trainjob_created(cli: Any, api: FakeApiServer, kub
     runtime["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] = 5
     res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "changed.yaml", runtime, other))
     assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch configured" in res.out, res.err
-    assert api.count("PUT", f"{API}/clustertrainingruntimes/k8sddp-torch") == 1
+    # one PUT is the server's dry run (defaulted, compared with the stored spec), one the write
+    puts = [r["query"].get("dryRun") for r in api.requests if r["method"] == "PUT"
+            and r["path"] == f"{API}/clustertrainingruntimes/k8sddp-torch"]
+    assert puts == ["All", None]
     stored = api.jobs(plural="clustertrainingruntimes")[0]
     assert stored["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 5
+
+
+def _jobset_defaults(obj: dict[str, Any]) -> None:
+    """What the API server fills in from the JobSet v0.12.0 CRD's defaults (seen on the real one)."""
+    template = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    if "failurePolicy" in template:
+        template["failurePolicy"].setdefault("restartStrategy", "Recreate")
+    for rj in template.get("replicatedJobs") or []:
+        rj.setdefault("groupName", "default")
+        rj.setdefault("replicas", 1)
+
+
+def test_resubmitted_runtime_is_unchanged_despite_server_defaults(cli: Any, api: FakeApiServer, kubeconfig: Path,
+                                                                   tmp_path: Path, rendered: dict[str, Any]) -> None:
+    """The stored runtime carries the CRD's defaults the input leaves out: the same input again is
+    ``unchanged`` (no write), as kubectl apply says, not ``configured`` by a needless PUT; a real
+    change is still replaced, and its dry run writes nothing."""
+    api.defaulting = _jobset_defaults
+    runtime = rendered["runtime"]
+    res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "first.yaml", runtime, rendered["job"]))
+    assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch created" in res.out, res.err
+    other = {**rendered["job"], "metadata": {"name": "demo2"}}
+    res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "again.yaml", runtime, other))
+    assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch unchanged\n" in res.out, res.out + res.err
+    assert [r for r in api.requests if r["method"] == "PUT" and "dryRun" not in r["query"]] == []
+    stored_rv = api.jobs(plural="clustertrainingruntimes")[0]["metadata"]["resourceVersion"]
+    runtime["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] = 5
+    third = {**rendered["job"], "metadata": {"name": "demo3"}}
+    res = cli("submit", "--kubeconfig", str(kubeconfig), "--dry-run=server", write(tmp_path, "dry.yaml", runtime, third))
+    assert res.code == 0 and "k8sddp-torch configured (server dry run)" in res.out, res.out + res.err
+    assert api.jobs(plural="clustertrainingruntimes")[0]["metadata"]["resourceVersion"] == stored_rv
+    res = cli("submit", "--kubeconfig", str(kubeconfig), write(tmp_path, "changed.yaml", runtime, third))
+    assert res.code == 0 and "clustertrainingruntime.trainer.kubeflow.org/k8sddp-torch configured\n" in res.out, res.out + res.err
+    assert api.jobs(plural="clustertrainingruntimes")[0]["spec"]["template"]["spec"]["failurePolicy"]["maxRestarts"] == 5
 
 
 def test_runtime_read_from_the_cluster_or_refused(cli: Any, api: FakeApiServer, kubeconfig: Path, tmp_path: Path,
@@ -169,3 +206,32 @@ def test_credentials_for_one_kind_only(cli: Any, api: FakeApiServer, kubeconfig:
     api.forbidden.add(("get", "pytorchjobs", "ml"))
     res = cli("status", "demo", "--kubeconfig", str(kubeconfig))
     assert res.code == 3 and "may not get" in res.err and "not found" not in res.err
+
+
+def test_logs_of_initializer_and_launcher_replicated_jobs(cli: Any, api: FakeApiServer, kubeconfig: Path,
+                                                          rendered: dict[str, Any]) -> None:
+    """A multi-step TrainJob (reference 05-multi-step): while the dataset initializer runs there is
+    no ``node`` pod, and its pod's container is ``dataset-initializer``: logs shows it (the pod's only
+    container, as kubectl logs) instead of exit 2; ``--replica`` takes any replicatedJob name the
+    runtime has (``launcher`` of the stock DeepSpeed runtime, a custom one), not only the stock three."""
+    api.put_job({**rendered["job"], "metadata": {"name": "ms", "namespace": "ml"}}, plural="trainjobs")
+    labels = {"jobset.sigs.k8s.io/jobset-name": "ms", "batch.kubernetes.io/job-completion-index": "0"}
+    api.add_pod("ml", "ms-dataset-initializer-0-0-abcde", {**labels, "jobset.sigs.k8s.io/replicatedjob-name": "dataset-initializer"},
+                containers=("dataset-initializer",), logs=["downloading"])
+    res = cli("logs", "ms", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out == "downloading\n", res.err
+    res = cli("logs", "ms", "--replica", "dataset-initializer", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out == "downloading\n", res.err
+    api.add_pod("ml", "ms-launcher-0-0-abcde", {**labels, "jobset.sigs.k8s.io/replicatedjob-name": "launcher"},
+                containers=("node",), logs=["launched"])
+    res = cli("logs", "ms", "--replica", "launcher", "--kubeconfig", str(kubeconfig))
+    assert res.code == 0 and res.out == "launched\n", res.err
+    res = cli("logs", "ms", "--replica", "trainer", "--kubeconfig", str(kubeconfig))
+    assert res.code == 3 and 'no pods of job "ms" (TrainJob, trainer)' in res.err, res.err
+    res = cli("logs", "ms", "--replica", "Not_A_Label", "--kubeconfig", str(kubeconfig))
+    assert res.code == 2 and "not a replicatedJob name" in res.err, res.err
+    # a pod of several containers, none the training one and no default-container annotation: exit 2
+    api.add_pod("ml", "ms-side-0-0-abcde", {**labels, "jobset.sigs.k8s.io/replicatedjob-name": "side"},
+                containers=("a", "b"), logs=["x"])
+    res = cli("logs", "ms", "--replica", "side", "--kubeconfig", str(kubeconfig))
+    assert res.code == 2 and 'has no container named "node" (it has a, b)' in res.err, res.err

@@ -128,8 +128,11 @@ def test_trainjob_submit_status_logs_delete(cli: Any, trainer_crds: Kube, namesp
     assert res.code == 2 and 'pod "tj-node-0-2-abcde" has no container named "node" (it has main)' in res.err, res.err
     res = k(cli, kube, "logs", "tj", "-n", namespace, "--index", "7")
     assert res.code == 3 and 'no pods of job "tj" (TrainJob, any replica index 7)' in res.err, res.err
+    # any replicatedJob name a runtime may give (none here is "master"); not a DNS label: exit 2
     res = k(cli, kube, "logs", "tj", "-n", namespace, "--replica", "master")
-    assert res.code == 2 and "a TrainJob has replicas node" in res.err
+    assert res.code == 3 and 'no pods of job "tj" (TrainJob, master)' in res.err, res.err
+    res = k(cli, kube, "logs", "tj", "-n", namespace, "--replica", "not_a_label")
+    assert res.code == 2 and "not a replicatedJob name" in res.err and "node, dataset-initializer" in res.err, res.err
 
     # a PyTorchJob of the same name makes the bare name ambiguous
     job = copy.deepcopy(rendered_job())

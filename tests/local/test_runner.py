@@ -274,3 +274,32 @@ def test_running_returns_after_restarting_only_when_every_pod_runs(tmp_path: Pat
     worker.phase = "Running"
     lj._check_running()
     assert lj.state().condition == "Running"
+
+
+class _FullOut(io.StringIO):
+    """Standard output on a full disk (``>/dev/full``), or a closed pipe (``| head -c1``)."""
+
+    def __init__(self, exc: OSError) -> None:
+        super().__init__()
+        self.exc = exc
+
+    def write(self, s: str) -> int:
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc", [OSError(28, "No space left on device"), BrokenPipeError(32, "Broken pipe")])
+def test_unwritable_stdout_keeps_draining_the_pods(tmp_path: Path, exc: OSError) -> None:
+    """The pods' echoed output cannot be written: their pipes are still drained (a chatty pod
+    filled its 64 KiB pipe and hung the job for ever), the log file has every line, and the
+    write error comes out of run() after the job ends, for the CLI's exit 2 (or quiet 0 on EPIPE)."""
+    chatty = "import sys\nfor i in range(20000):\n    print('x' * 100, i)\nprint('done', flush=True)"
+    job = with_pod_env(pytorchjob(chatty, None))
+    err = io.StringIO()
+    lj = LocalJob(job, configmaps=[], options=LocalOptions(
+        local_dir=str(tmp_path / "run"), out=_FullOut(exc), progress=Progress(err, tty=False), timeout=60))
+    with pytest.raises(type(exc)):
+        lj.run()
+    assert "lj: Succeeded" in err.getvalue()
+    assert "standard output cannot be written" in err.getvalue() and str(tmp_path / "run" / "logs") in err.getvalue()
+    log = (tmp_path / "run" / "logs" / "lj-master-0.log").read_text()
+    assert "x" * 100 + " 19999\ndone\n" in log
