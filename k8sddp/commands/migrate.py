@@ -86,8 +86,8 @@ def _read(name: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Migrate, write the output, print the notes; return the exit code."""
-    from ..atomic import write_text_atomic
     from ..errors import UsageError
+    from .output import write_output
     try:
         from ..migrate import migrate_text
     except ImportError as exc:
@@ -111,11 +111,5 @@ def run(args: argparse.Namespace) -> int:
         errors = sum(n.note.level == ERROR for n in result.notices)
         print(f"k8sddp migrate: {errors} error(s): nothing written", file=sys.stderr)
         return 1
-    if args.out:
-        try:
-            write_text_atomic(args.out, result.text)
-        except OSError as exc:
-            raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
-    else:
-        sys.stdout.write(result.text)
+    write_output(result.text, args.out)
     return result.exit_code

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 
@@ -35,9 +34,9 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Render and write the manifest; return the exit code."""
-    from ..atomic import write_text_atomic
-    from ..errors import SpecError, UsageError
+    from ..errors import SpecError
     from ..render import load_spec, render_spec, to_yaml
+    from .output import write_output
 
     spec = load_spec(args.spec, sets=args.sets, set_strings=args.set_strings)
     try:
@@ -50,11 +49,5 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps(objs, indent=2) + "\n"
     else:
         text = to_yaml(result.objects)
-    if args.out:
-        try:
-            write_text_atomic(args.out, text)
-        except OSError as exc:
-            raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
-    else:
-        sys.stdout.write(text)
+    write_output(text, args.out)
     return 0

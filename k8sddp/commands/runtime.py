@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from .argtypes import positive_int
@@ -45,9 +44,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Render and write the runtime; return the exit code."""
-    from ..atomic import write_text_atomic
-    from ..errors import UsageError
     from ..render import render_runtime, to_yaml
+    from .output import write_output
 
     result = render_runtime(
         name=args.name,
@@ -59,11 +57,5 @@ def run(args: argparse.Namespace) -> int:
         max_restarts=args.max_restarts,
     )
     text = json.dumps(result.objects[0], indent=2) + "\n" if args.output == "json" else to_yaml(result.objects)
-    if args.out:
-        try:
-            write_text_atomic(args.out, text)
-        except OSError as exc:
-            raise UsageError(f"--out {args.out}: cannot write: {exc.strerror or exc}") from exc
-    else:
-        sys.stdout.write(text)
+    write_output(text, args.out)
     return 0
