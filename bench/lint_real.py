@@ -194,7 +194,8 @@ def main() -> int:
         print("lint_real: no script could be read (no mirror); nothing measured")
         return 0
     titles = {"tune": "tuned on", "held": "held back", "fresh": "held back, later batch (new repositories)",
-              "fresh3": "held back, third batch (new repositories, labelled by others)"}
+              "fresh3": "held back, third batch (new repositories, labelled by others)",
+              "fresh4": "held back, fourth batch (new repositories, labelled by others)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
