@@ -208,7 +208,7 @@ class CallMixin(IOMixin):
             fw = fw or a.fw
             params_out |= a.params
         synced = ret.synced and rank is None and prank is None and not ddp_out
-        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced)
+        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced, inspected=ret.inspected)
 
     def call_writes(self, node: ast.Call, f: FuncInfo, params: list[str], mapping: dict[str, Val],
                     writes: tuple[WriteSum, ...]) -> None:
