@@ -244,9 +244,10 @@ DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpoch
 #: Framework process-group setup whose default timeout is explicit in the framework (1800 s):
 #: deepspeed.init_distributed (deepspeed/comm/comm.py timeout=default_pg_timeout, 30 min) and
 #: Lightning's strategies (lightning/fabric/plugins/collectives/torch_collective.py
-#: default_pg_timeout = timedelta(seconds=1800)).
+#: default_pg_timeout = timedelta(seconds=1800)). XLAStrategy and XLAFSDPStrategy take no timeout (the XLA
+#: runtime sets it up), so nothing can be passed there.
 FRAMEWORK_PG_SETUP = frozenset(
-    {"init_distributed", "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy", "ModelParallelStrategy", "XLAStrategy"}
+    {"init_distributed", "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy", "ModelParallelStrategy"}
 )
 
 #: Rank kinds that say "am I this rank" (a flag), not a rank number.
