@@ -178,11 +178,23 @@ def cond_text(node: ast.AST | None, limit: int = 70) -> str:
 _CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
 
 
+def _binary_write_open(node: ast.AST) -> bool:
+    """``open(path, "wb")`` (or ``"xb"``, ``"ab"``, a path manager's ``.open(path, "wb")``): what
+    model files are written through (``torch.save(state, f)``, ``pickle.dump(snapshot, f)``,
+    ``model.tofile(f)``), unlike the text opens of logs and settings."""
+    if not isinstance(node, ast.Call):
+        return False
+    mode = next((k.value for k in node.keywords if k.arg == "mode"), node.args[1] if len(node.args) > 1 else None)
+    text = mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else ""
+    return "b" in text and any(c in text for c in "wxa")
+
+
 def is_checkpoint(e: Event) -> bool:
     """True for an event that writes a checkpoint (what KDP512 fences): a known checkpoint
-    writer, a project function whose name says it saves, or a rank-0-only write (``write0``)."""
+    writer, a binary open for writing (:func:`_binary_write_open`), a project function whose
+    name says it saves, or a rank-0-only write (``write0``)."""
     if e.kind == "write":
-        return e.op.endswith(_CHECKPOINT_WRITERS)
+        return e.op.endswith(_CHECKPOINT_WRITERS) or (e.op == "open" and _binary_write_open(e.node))
     if e.kind == "cwrite":
         return any(word in e.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot"))
     return e.kind == "write0"
