@@ -237,7 +237,7 @@ class CallMixin(IOMixin):
             try:
                 where = f"line {ws.line}" if ws.module == self.mod.path else f"{_short(ws.module)}:{ws.line}"
                 detail = ws.what if "() at " in ws.what else f"{ws.what}() at {where}"
-                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail)
+                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced)
             finally:
                 self.mask, self.many = saved
 

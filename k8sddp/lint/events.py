@@ -45,6 +45,8 @@ class Event:
         callee: for a call of a project function, its key; ``callee_args``: that function's
             parameters and the argument expressions the call gives them (the default where
             it gives none), for :mod:`k8sddp.lint.quiet`.
+        fenced: for ``cwrite``, a collective follows the write inside the callee (lit-llama's
+            ``save_model_checkpoint``: rank-0 ``torch.save``, then ``fabric.barrier()``).
     """
 
     kind: str
@@ -66,6 +68,7 @@ class Event:
     class_cause: ast.AST | None = None
     callee: str = ""
     callee_args: tuple[tuple[str, ast.expr | None], ...] = ()
+    fenced: bool = False
 
     @property
     def line(self) -> int:
@@ -86,6 +89,8 @@ class WriteSum:
         what: the writer (``torch.save``, ``wandb.init``).
         line: its line; ``path``: its path expression (``None`` when it has none).
         module: the file it is in.
+        fenced: a collective follows the write in the function (its barrier, or the next
+            all-reduce), so KDP512 is decided there, not at the call sites.
     """
 
     param: str | None
@@ -95,6 +100,7 @@ class WriteSum:
     line: int
     path: ast.expr | None
     module: str
+    fenced: bool = False
 
 
 def delegated(e: Event, params: tuple[str, ...], entry_mask: int) -> str | None:
@@ -207,7 +213,7 @@ def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
     guard) with no collective after it in the function, else ``""``."""
     for e in events:
         on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask)
-        if not is_checkpoint(e) or e.many is not None or not on_zero:
+        if not is_checkpoint(e) or e.many is not None or not on_zero or e.fenced:
             continue
         if any(c.kind == "coll" for c in events[e.seq + 1:]):
             return ""  # fenced there, or reported there

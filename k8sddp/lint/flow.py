@@ -86,7 +86,7 @@ class Walker(CallMixin):
         self.uses_rank = False
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
-        self.one_guard = 0
+        self.one_guard = 1 if func.launches else 0  # a launcher runs once, in the parent process
         #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
         self.dist_facts: dict[str, bool] = {}
         self.dist_depth = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import io
 import tokenize
 from pathlib import Path
@@ -38,6 +39,17 @@ class FuncInfo:
     module: Module
     cls: str = ""
     params: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def launches(self) -> bool:
+        """The function starts the worker processes itself (``torch.multiprocessing.spawn``,
+        ``start_processes``, ``xmp.spawn``): its own code runs once, in the launching parent
+        process (StyleGAN2-ADA's ``main`` writes ``training_options.json`` there)."""
+        if isinstance(self.node, ast.Module):
+            return False
+        return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
+                   and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id) in ("spawn", "start_processes")
+                   for n in ast.walk(self.node))
 
 
 @dataclasses.dataclass(eq=False)

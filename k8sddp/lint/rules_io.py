@@ -166,7 +166,7 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     out: list[Raw] = []
     events = w.events
     for wr in events:
-        if not is_checkpoint(wr):
+        if not is_checkpoint(wr) or wr.fenced:  # a helper that fences its own write
             continue
         wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
         # under a condition of unknown shape (`not args.multiprocessing_distributed or rank == 0`)
