@@ -330,6 +330,9 @@ class CallMixin(IOMixin):
         if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
             return UNIFORM
+        if q.startswith(K.MPI_COMM_PREFIXES) and last in K.MPI_COLLECTIVES:
+            self.emit("coll", "mpi." + last.lower(), node, detail=f"the MPI collective {q.removeprefix('mpi4py.')}()")
+            return UNIFORM
         if q.startswith("deepspeed") and last == "init_distributed":
             self.inits_pg = True
         if q in K.DEEPSPEED_GATHERS:
