@@ -185,6 +185,8 @@ class Project:
         self._imports: dict[tuple[str, str, int], Module | None] = {}
         self._here: dict[str, Path] = {}
         self._install_root: Path | None | bool = False  # False: not looked for yet
+        self._root_marked: bool | None = None
+        self._repo_parents: list[Path] | None = None
 
     def add(self, mod: Module) -> None:
         """Register a parsed module (a linted file)."""
@@ -237,6 +239,10 @@ class Project:
             above = self.install_root()
             if above is not None:  # the package at the top, or in the src layout (`src/<package>`)
                 candidates.extend((above / rel, above / "src" / rel))
+            elif not self.root_is_package():  # a repository run from its top as `python train.py`
+                # (StyleGAN2-ADA's `training/` imports `torch_utils` and `metrics` from one folder
+                # up, and nothing is packaged): the folders above the root
+                candidates.extend(up / rel for up in self.repo_parents())
         for c in candidates:
             if not base and not level:
                 continue
@@ -244,6 +250,25 @@ class Project:
                 if f is not None and f.is_file():
                     return self._load(f)
         return None
+
+    def repo_parents(self) -> list[Path]:
+        """The folders above the root a script of this repository may import from: at most
+        :data:`_INSTALL_DEPTH` of them, and none above the one holding ``.git`` (the checkout's
+        top), so that a module outside the repository is never taken for project code."""
+        if self._repo_parents is None:
+            self._repo_parents = []
+            if not (self.root / ".git").exists():
+                for up in list(self.root.parents)[:_INSTALL_DEPTH]:
+                    self._repo_parents.append(up)
+                    if (up / ".git").exists():
+                        break
+        return self._repo_parents
+
+    def root_is_package(self) -> bool:
+        """Whether the root itself holds a ``setup.py``, ``setup.cfg`` or ``pyproject.toml``."""
+        if self._root_marked is None:
+            self._root_marked = any((self.root / m).is_file() for m in _INSTALL_MARKERS)
+        return self._root_marked
 
     def install_root(self) -> Path | None:
         """The nearest folder above the root (at most :data:`_INSTALL_DEPTH` up) that holds a
