@@ -9,9 +9,9 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..validate.rawfinding import RawFinding
+from ..findings import RawFinding
 
-if TYPE_CHECKING:  # (runtime import would be circular: the validate engine imports the kinds)
+if TYPE_CHECKING:  # (nothing under validate/ at run time: that would run validate/__init__.py, which loads the engine)
     from ..validate.envresolve import EnvValue
     from ..validate.objindex import ObjectIndex
 
