@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["Walker"]
 
 _EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+_S_METHODS: dict[type, Callable[..., None] | None] = {}  # statement class -> Walker._s_ method
 
 
 def _progress_wrapper(name: str) -> bool:
@@ -238,9 +240,13 @@ class Walker(CallMixin):
 
     def stmt(self, s: ast.stmt) -> None:
         """Walk one statement."""
-        method = getattr(self, "_s_" + type(s).__name__, None)
+        cls = s.__class__
+        if cls in _S_METHODS:
+            method = _S_METHODS[cls]
+        else:  # the unbound method, looked up once per statement class
+            method = _S_METHODS[cls] = getattr(type(self), "_s_" + cls.__name__, None)
         if method is not None:
-            method(s)
+            method(self, s)
             return
         for child in ast.iter_child_nodes(s):
             if isinstance(child, ast.expr):

@@ -17,7 +17,7 @@ import stat
 import tokenize
 from pathlib import Path
 
-from .treewalk import walk_statements
+from .treewalk import walk, walk_statements
 
 __all__ = ["FuncInfo", "Module", "Project", "dotted"]
 
@@ -71,6 +71,13 @@ class Module:
     class_bases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     body: FuncInfo | None = None
     linted: bool = True
+    _nodes: list[ast.AST] | None = dataclasses.field(default=None, repr=False)
+
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree, in :func:`ast.walk` order (walked once, on first use)."""
+        if self._nodes is None:
+            self._nodes = walk(self.tree)
+        return self._nodes
 
     def all_functions(self) -> list[FuncInfo]:
         """Every function and method of the module, module body first."""
@@ -84,6 +91,9 @@ class Module:
 def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
     """The dotted name of ``a.b.c`` with the first part resolved through ``aliases``; ``None``
     for anything that is not a plain attribute chain."""
+    if node.__class__ is ast.Name:
+        head = node.id  # type: ignore[attr-defined]
+        return aliases.get(head, head) if aliases is not None else head
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from .exprs import env_key
-from .treewalk import walk
+from .treewalk import walk_lean
 
 __all__ = ["NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
            "runs_dry", "same_assignments"]
@@ -27,7 +27,7 @@ def loop_carried(loop: ast.AST) -> bool:
     """True when a name in the loop's body is read before it is assigned there (in source
     order), so that one walk of the body sees values from the previous iteration."""
     seen_store: set[str] = set()
-    names = [n for n in walk(loop) if isinstance(n, ast.Name)]
+    names = [n for n in walk_lean(loop) if isinstance(n, ast.Name)]
     names.sort(key=lambda n: (n.lineno, n.col_offset))
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
     for n in names:
@@ -60,7 +60,7 @@ def _same_assignments(s: ast.If) -> frozenset[str]:
 
 def names_read(node: ast.AST) -> frozenset[str]:
     """The identifiers of every ``Name`` in ``node``'s subtree (what an ``if`` test reads)."""
-    return frozenset(n.id for n in walk(node) if isinstance(n, ast.Name))
+    return frozenset(n.id for n in walk_lean(node) if isinstance(n, ast.Name))
 
 
 def guard_names(guard: ast.expr) -> frozenset[str]:
@@ -68,7 +68,7 @@ def guard_names(guard: ast.expr) -> frozenset[str]:
     ``guard_names``): the guard's text, the names in it, and the text of every attribute,
     subscript, list, tuple and call in it."""
     names = {ast.unparse(guard)}
-    for sub in walk(guard):
+    for sub in walk_lean(guard):
         if isinstance(sub, ast.Name):
             names.add(sub.id)
         elif isinstance(sub, (ast.Attribute, ast.Subscript, ast.List, ast.Tuple, ast.Call)):
@@ -80,7 +80,7 @@ def local_names(node: ast.AST) -> set[str]:
     """Names a function assigns (its locals), minus those it declares ``global``."""
     out: set[str] = set()
     declared_global: set[str] = set()
-    for sub in walk(node):
+    for sub in walk_lean(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
             out.add(sub.id)
         elif isinstance(sub, ast.Global):
@@ -106,16 +106,16 @@ def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str]
     test is the same on every rank and in every iteration, so no run reaches both (open_clip's
     evaluation: a broadcast where ``use_fsdp_eval`` holds, a ``break`` on the local loader where
     it does not)."""
-    assigned = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for node in ast.walk(loop):
+    assigned = {n.id for n in walk_lean(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in walk_lean(loop):
         if not isinstance(node, ast.If) or node is loop:
             continue
         if ast.unparse(node.test) in ranked:
             continue
-        if any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(node.test)):
+        if any(isinstance(n, ast.Name) and n.id in assigned for n in walk_lean(node.test)):
             continue
-        in_body = [any(x is sub for st in node.body for sub in ast.walk(st)) for x in (a, b)]
-        in_else = [any(x is sub for st in node.orelse for sub in ast.walk(st)) for x in (a, b)]
+        in_body = [any(x is sub for st in node.body for sub in walk_lean(st)) for x in (a, b)]
+        in_else = [any(x is sub for st in node.orelse for sub in walk_lean(st)) for x in (a, b)]
         if (in_body[0] and in_else[1]) or (in_else[0] and in_body[1]):
             return True
     return False
