@@ -193,7 +193,10 @@ def main() -> int:
     if not scripts:
         print("lint_real: no script could be read (no mirror); nothing measured")
         return 0
-    titles = {"tune": "tuned on", "held": "held back", "fresh": "held back, later batch (new repositories)"}
+    titles = {"tune": "tuned on", "held": "held back", "fresh": "held back, later batch (new repositories)",
+              "fresh3": "held back, third batch (new repositories, labelled by others)",
+              "fresh4": "held back, fourth batch (new repositories, labelled by others)",
+              "fresh5": "held back, fifth batch (new repositories, labelled by others, linted once at the end)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import bounds
 from . import guardvars as gv
+from .schemabase import LABEL_VALUE, QUALIFIED_NAME
 
 __all__ = ["POD_DEFINITIONS", "ddpjob_schema"]
 
@@ -58,15 +59,11 @@ _RESOURCE_MAP = {
 def _labels() -> dict[str, Any]:
     """Label keys and values as the API server checks them (KDP102's own patterns): the pods get
     these labels, and a pod the operator cannot create is a job that never starts."""
-    from .schemagen import LABEL_VALUE, QUALIFIED_NAME  # schemagen imports this module
-
     return {"type": "object", "propertyNames": {"pattern": QUALIFIED_NAME},
             "additionalProperties": {"type": "string", "pattern": LABEL_VALUE}}
 
 
 def _annotations() -> dict[str, Any]:
-    from .schemagen import QUALIFIED_NAME
-
     return {"type": "object", "propertyNames": {"pattern": QUALIFIED_NAME}, "additionalProperties": {"type": "string"}}
 
 

@@ -1,7 +1,9 @@
 """The findings model every checker (validate, lint, webhook) returns and every reporter prints.
 
 A :class:`Finding` is one violation of one catalogue rule at one place; a :class:`Report` is the
-outcome of one run over many inputs, with counts of what was checked and skipped.
+outcome of one run over many inputs, with counts of what was checked and skipped. A
+:class:`RawFinding` is a finding inside one object before the engine places it in a file (what
+the workload kinds' checks return).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import enum
 from collections import Counter
 from typing import Any
 
-__all__ = ["Finding", "Report", "Severity"]
+__all__ = ["Finding", "RawFinding", "Report", "Severity", "json_path"]
 
 
 class Severity(str, enum.Enum):
@@ -111,3 +113,29 @@ class Report:
     def exit_code(self, fail_on: Severity = Severity.ERROR) -> int:
         """0 when nothing fails at ``fail_on``, else 1 (``../shared/CONTRACT.md``)."""
         return 1 if self.failing(fail_on) else 0
+
+
+@dataclasses.dataclass(frozen=True)
+class RawFinding:
+    """One rule violation inside one object.
+
+    Attributes:
+        rule_id: catalogue id.
+        path: keys and list indices from the object's root (``("spec", "runPolicy")``).
+        message: names what is missing or wrong and the value expected.
+    """
+
+    rule_id: str
+    path: tuple[Any, ...]
+    message: str
+
+
+def json_path(path: tuple[Any, ...] | list[Any]) -> str:
+    """``("spec", "containers", 0, "env")`` -> ``spec.containers[0].env`` (kubectl's JSONPath style)."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out

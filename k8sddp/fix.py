@@ -60,18 +60,15 @@ import dataclasses
 import gc
 import unicodedata
 from collections.abc import Iterator
-from typing import Any
 
 import yaml
 
-from . import guardvars as gv
 from .findings import Finding
+from .fixcontainer import child, fix_container, merge_key_line, scalar_text
 from .fixplan import Note, Plan, predict
 from .yamledit import (
     AddKey,
-    AppendItems,
     FillNull,
-    ReplaceScalar,
     Style,
     apply_edits,
     detect_style,
@@ -80,18 +77,6 @@ from .yamledit import (
 from .yamlgraph import Unparseable, compose, construct, load_all
 
 __all__ = ["FixResult", "Note", "fix_text"]
-
-_STR_TAG = "tag:yaml.org,2002:str"
-DSHM_PATH = "/dev/shm"
-ARTIFACT_SUBDIR = "k8sddp"
-#: Values a safety net gets back when set to 0 (the library defaults; NOTES.md).
-SAFETY_NET_DEFAULTS = {
-    "TORCH_NCCL_ENABLE_MONITORING": "1",
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-    "TORCH_FR_BUFFER_SIZE": "2000",
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
-}
-
 
 @dataclasses.dataclass
 class FixResult:
@@ -119,233 +104,6 @@ class FixResult:
         return self.fixed != self.original
 
 
-class _AnyNonEmpty(tuple):  # type: ignore[type-arg]
-    """``x in _NON_EMPTY`` for every non-empty string (PYTHONFAULTHANDLER accepts any)."""
-
-    def __contains__(self, item: object) -> bool:
-        return isinstance(item, str) and item != ""
-
-
-_NON_EMPTY: tuple[str, ...] = _AnyNonEmpty()
-
-
-# -- node helpers ---------------------------------------------------------------------------------
-
-
-def _get(node: yaml.Node | None, key: str) -> yaml.Node | None:
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    for k, v in node.value:
-        if isinstance(k, yaml.ScalarNode) and k.value == key:
-            return v
-    return None
-
-
-def _str(node: yaml.Node | None) -> str | None:
-    return node.value if isinstance(node, yaml.ScalarNode) else None
-
-
-def _merge_line(*nodes: yaml.Node | None) -> int | None:
-    """1-based line of the first YAML merge key (``<<``) in ``nodes`` (mappings), or None."""
-    for node in nodes:
-        if isinstance(node, yaml.MappingNode):
-            for k, _ in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.tag == "tag:yaml.org,2002:merge":
-                    return k.start_mark.line + 1
-    return None
-
-
-# -- planning -------------------------------------------------------------------------------------
-
-
-def _env_entries(env: yaml.Node | None) -> dict[str, tuple[int, yaml.Node, yaml.Node | None]]:
-    """name -> (index, entry node, value node or None when valueFrom / absent)."""
-    out: dict[str, tuple[int, yaml.Node, yaml.Node | None]] = {}
-    if isinstance(env, yaml.SequenceNode):
-        for i, entry in enumerate(env.value):
-            name = _str(_get(entry, "name"))
-            if name is not None:
-                out[name] = (i, entry, _get(entry, "value"))
-    return out
-
-
-def _fix_container(
-    job_ref: str, replica: str, container: yaml.MappingNode, pod: yaml.MappingNode,
-    cpath: tuple[Any, ...], ppath: tuple[Any, ...], profile: str, plan: Plan,
-) -> None:
-    where = f"{job_ref} {replica}"
-    cline = container.start_mark.line + 1
-    env = _get(container, "env")
-    entries = _env_entries(env)
-    adds: list[dict[str, str]] = []
-
-    def note(text: str, rule: str, line: int = cline, changed: bool = True, unresolved: bool = False,
-             changes: tuple[int, ...] = ()) -> None:
-        plan.note(Note(where, text, rule, line, changed, unresolved), changes)
-
-    merged = _merge_line(container, pod, *(e for _, e, _ in entries.values()))
-    if merged is None and isinstance(env, yaml.SequenceNode):
-        merged = _merge_line(*env.value)
-    if merged is not None:
-        note(f"a YAML merge key (<<) at line {merged} hides what this container's env, mounts or "
-             "volumes hold, and a key added beside it would override the merged one; add the guard "
-             "variables by hand (`k8sddp validate` lists them)", "KDP201", merged, False, True)
-        return
-
-    def set_value(name: str, new: str, rule: str) -> None:
-        idx, _, value = entries[name]
-        assert isinstance(value, yaml.ScalarNode)
-        c = plan.add(ReplaceScalar(value, new), cpath + ("env", idx, "value"),
-                     (cpath + ("env", idx, "value"), "set", new))
-        was = repr(value.value) if value.tag == _STR_TAG else f"{value.value}, not a string"
-        note(f"set {name}={new} (was {was})", rule, value.start_mark.line + 1, changes=(c,))
-
-    def check_literal(name: str, accepted: tuple[str, ...], target: str, rule: str) -> bool:
-        """True when ``name`` is present (fixed or left); False when absent."""
-        if name not in entries:
-            return False
-        idx, entry, value = entries[name]
-        line = entry.start_mark.line + 1
-        if _get(entry, "valueFrom") is not None:
-            note(f"{name} comes from valueFrom; not checked", rule, line, False)
-            return True
-        if value is None and isinstance(entry, yaml.MappingNode):  # no value: the empty string
-            at = cpath + ("env", idx)
-            c = plan.add(AddKey(entry, "value", target), at, (at, "addkey", ("value", target)))
-            note(f"set {name}={target} (was empty)", rule, line, changes=(c,))
-            return True
-        if is_plain_null(value):  # `value:` with nothing: also the empty string
-            at = cpath + ("env", idx)
-            c = plan.add(ReplaceScalar(value, target), at + ("value",),  # type: ignore[arg-type]
-                         (at + ("value",), "set", target))
-            note(f"set {name}={target} (was empty)", rule, line, changes=(c,))
-            return True
-        text = _str(value)
-        if text is None or value is None:
-            note(f"{name} has a non-scalar value; fix it by hand", rule, line, False, True)
-            return True
-        if text in accepted and value.tag == _STR_TAG:
-            return True
-        set_value(name, text if text in accepted else target, rule)
-        return True
-
-    # -- baseline
-    aeh, legacy = gv.ASYNC_ERROR_HANDLING, gv.LEGACY_ASYNC_ERROR_HANDLING
-    # The current name wins when both are set (NOTES.md); a legacy-only setting is respected.
-    if not check_literal(aeh, gv.ASYNC_ERROR_HANDLING_ACCEPTED, gv.ASYNC_ERROR_HANDLING_VALUE,
-                         "KDP201") and not check_literal(
-            legacy, gv.ASYNC_ERROR_HANDLING_ACCEPTED, gv.LEGACY_ASYNC_ERROR_HANDLING_VALUE, "KDP201"):
-        adds.append({"name": aeh, "value": gv.ASYNC_ERROR_HANDLING_VALUE})
-    if not check_literal(gv.FAULTHANDLER, _NON_EMPTY, gv.FAULTHANDLER_VALUE, "KDP202"):
-        adds.append({"name": gv.FAULTHANDLER, "value": gv.FAULTHANDLER_VALUE})
-
-    mounts_add: list[dict[str, str]] = []
-    volumes_add: list[dict[str, Any]] = []
-    if profile == "strict":
-        has_env_from = _get(container, "envFrom") is not None
-        for name, default, rule in (
-            (gv.PG_TIMEOUT, gv.DEFAULT_PG_TIMEOUT_SECONDS, "KDP301"),
-            (gv.WATCHDOG_TIMEOUT, gv.DEFAULT_WATCHDOG_TIMEOUT_SECONDS, "KDP302"),
-            (gv.MAX_HANG_RESTARTS, gv.DEFAULT_MAX_HANG_RESTARTS, "KDP303"),
-        ):
-            if name in entries:
-                continue
-            if has_env_from:
-                note(f"{name} not added: envFrom may set it and an env entry would override it; "
-                     "check with `k8sddp validate --profile strict`", rule, changed=False)
-            else:
-                adds.append({"name": name, "value": str(default)})
-        for net, net_default in SAFETY_NET_DEFAULTS.items():
-            if net in entries and _str(entries[net][2]) == "0":
-                set_value(net, net_default, "KDP306")
-        # persistent artifact dir and flight-recorder dumps
-        volumes = _get(pod, "volumes")
-        vol_list = volumes.value if isinstance(volumes, yaml.SequenceNode) else []
-        # A claim mounted readOnly (persistentVolumeClaim.readOnly) cannot hold the artifacts either.
-        pvcs = {
-            _str(_get(v, "name")) for v in vol_list
-            if _get(v, "persistentVolumeClaim") is not None
-            and _str(_get(_get(v, "persistentVolumeClaim"), "readOnly")) not in ("true", "True")
-        }
-        mounts = _get(container, "volumeMounts")
-        mount_list = mounts.value if isinstance(mounts, yaml.SequenceNode) else []
-        pvc_mount = next(
-            (_str(_get(m, "mountPath")) for m in mount_list
-             if _str(_get(m, "name")) in pvcs and _str(_get(m, "readOnly")) not in ("true", "True")
-             and _str(_get(m, "mountPath"))),
-            None,
-        )
-        artifact = _str(entries[gv.ARTIFACT_DIR][2]) if gv.ARTIFACT_DIR in entries else None
-        if artifact is None and gv.ARTIFACT_DIR not in entries:
-            if pvc_mount:
-                artifact = pvc_mount.rstrip("/") + "/" + ARTIFACT_SUBDIR
-                adds.append({"name": gv.ARTIFACT_DIR, "value": artifact})
-            else:
-                note(f"{gv.ARTIFACT_DIR} not added: no PersistentVolumeClaim is mounted writable in the "
-                     "pytorch container; mount the checkpoint volume and run fix again", "KDP305",
-                     changed=False, unresolved=True)
-        if gv.FR_DUMP_TEMP_FILE not in entries and gv.LEGACY_FR_DUMP_TEMP_FILE not in entries:
-            if artifact:
-                adds.append({"name": gv.FR_DUMP_TEMP_FILE, "value": artifact.rstrip("/") + "/fr/rank-"})
-            else:
-                note(f"{gv.FR_DUMP_TEMP_FILE} not added: no artifact directory on a persistent volume",
-                     "KDP304", changed=False, unresolved=True)
-        # /dev/shm
-        if not any(_str(_get(m, "mountPath")) in (DSHM_PATH, DSHM_PATH + "/") for m in mount_list):
-            taken = {_str(_get(v, "name")) for v in vol_list}
-            vname = "dshm"
-            n = 1
-            while vname in taken:
-                vname, n = f"dshm-{n}", n + 1
-            mounts_add.append({"name": vname, "mountPath": DSHM_PATH})
-            volumes_add.append({"name": vname, "emptyDir": {"medium": "Memory"}})
-
-    if adds:
-        c = _add_list(container, "env", env, adds, cpath, plan)
-        if c is None:
-            note("env is neither absent nor a list; add " + ", ".join(a["name"] for a in adds) +
-                 " by hand", "KDP201", (env or container).start_mark.line + 1, False, True)
-        else:
-            for a in adds:
-                note(f"added {a['name']}={a['value']}", _rule_of(a["name"]), changes=(c,))
-    if mounts_add:
-        cm = _add_list(container, "volumeMounts", _get(container, "volumeMounts"), mounts_add, cpath, plan)
-        cv = _add_list(pod, "volumes", _get(pod, "volumes"), volumes_add, ppath, plan) if cm is not None else None
-        if cm is not None and cv is not None:
-            note(f"added volume {volumes_add[0]['name']} (emptyDir, medium Memory) at {DSHM_PATH}",
-                 "KDP307", changes=(cm, cv))
-        else:
-            if cm is not None:  # never a mount without its volume
-                plan.changes.pop(cm)
-            note(f"mount a memory-backed emptyDir at {DSHM_PATH} by hand", "KDP307", changed=False,
-                 unresolved=True)
-
-
-def _rule_of(name: str) -> str:
-    return {
-        gv.ASYNC_ERROR_HANDLING: "KDP201", gv.FAULTHANDLER: "KDP202", gv.PG_TIMEOUT: "KDP301",
-        gv.WATCHDOG_TIMEOUT: "KDP302", gv.MAX_HANG_RESTARTS: "KDP303",
-        gv.FR_DUMP_TEMP_FILE: "KDP304", gv.ARTIFACT_DIR: "KDP305",
-    }.get(name, "KDP201")
-
-
-def _add_list(
-    parent: yaml.MappingNode, key: str, node: yaml.Node | None, items: list[Any],
-    ppath: tuple[Any, ...], plan: Plan,
-) -> int | None:
-    """Plan appending ``items`` to ``parent[key]`` (created when absent or null); None if impossible."""
-    if node is None:
-        if not parent.value:
-            return None
-        return plan.add(AddKey(parent, key, items), ppath, (ppath, "addkey", (key, items)))
-    if is_plain_null(node):  # `env:` with no value: the API server reads it as absent
-        return plan.add(FillNull(parent, key, node, items),  # type: ignore[arg-type]
-                        ppath + (key,), (ppath, "addkey", (key, items)))
-    if isinstance(node, yaml.SequenceNode) and (node.value or node.flow_style):
-        return plan.add(AppendItems(node, items), ppath + (key,), (ppath + (key,), "extend", items))
-    return None
-
-
 def _looks_like_pytorch(name: str) -> bool:
     """A near miss of ``pytorch``: other case, spaces, invisible or compatibility characters."""
     folded = unicodedata.normalize("NFKC", name)
@@ -354,35 +112,35 @@ def _looks_like_pytorch(name: str) -> bool:
 
 
 def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None, plan: Plan) -> bool:
-    if _str(_get(doc, "kind")) != "PyTorchJob" or not (_str(_get(doc, "apiVersion")) or "").startswith(
+    if scalar_text(child(doc, "kind")) != "PyTorchJob" or not (scalar_text(child(doc, "apiVersion")) or "").startswith(
             "kubeflow.org/"):
         return False
-    meta = _get(doc, "metadata")
-    ref = f"PyTorchJob/{_str(_get(meta, 'namespace')) or 'default'}/{_str(_get(meta, 'name')) or '?'}"
-    spec = _get(doc, "spec")
-    replicas = _get(spec, "pytorchReplicaSpecs")
+    meta = child(doc, "metadata")
+    ref = f"PyTorchJob/{scalar_text(child(meta, 'namespace')) or 'default'}/{scalar_text(child(meta, 'name')) or '?'}"
+    spec = child(doc, "spec")
+    replicas = child(spec, "pytorchReplicaSpecs")
     if not isinstance(replicas, yaml.MappingNode):
         plan.note(Note(ref, "no spec.pytorchReplicaSpecs mapping; nothing to fix", "KDP105",
                        doc.start_mark.line + 1, False, True))
         return True
     for rk, rv in replicas.value:
-        rname = _str(rk) or "?"
-        template = _get(rv, "template")
-        pod = _get(template, "spec")
-        merged = _merge_line(doc, spec, replicas, rv, template, pod)
+        rname = scalar_text(rk) or "?"
+        template = child(rv, "template")
+        pod = child(template, "spec")
+        merged = merge_key_line(doc, spec, replicas, rv, template, pod)
         if merged is not None:
             plan.note(Note(f"{ref} {rname}", f"a YAML merge key (<<) at line {merged} hides part of "
                            "this replica; add the guard variables by hand (`k8sddp validate` lists them)",
                            "KDP201", merged, False, True))
             continue
         ppath = (di, "spec", "pytorchReplicaSpecs", rname, "template", "spec")
-        containers = _get(pod, "containers")
+        containers = child(pod, "containers")
         pytorch = [
             (i, c) for i, c in enumerate(containers.value if isinstance(containers, yaml.SequenceNode) else [])
-            if _str(_get(c, "name")) == "pytorch"
+            if scalar_text(child(c, "name")) == "pytorch"
         ]
         if not pytorch or not isinstance(pod, yaml.MappingNode):
-            names = [_str(_get(c, "name")) or "" for c in
+            names = [scalar_text(child(c, "name")) or "" for c in
                      (containers.value if isinstance(containers, yaml.SequenceNode) else [])]
             near = [n for n in names if _looks_like_pytorch(n)]
             hint = f" (is {ascii(near[0])} meant to be it? rename it to exactly pytorch)" if near else ""
@@ -394,9 +152,9 @@ def _plan_job(doc: yaml.MappingNode, di: int, profile: str, deadline: int | None
             continue
         # An aliased template (`template: *tpl`) is planned once per replica; the same edits of one
         # node are applied once (fixplan.Plan.resolve).
-        _fix_container(ref, rname, container, pod, ppath + ("containers", idx), ppath, profile, plan)
-    run_policy = _get(spec, "runPolicy")
-    if profile == "strict" and _get(run_policy, "activeDeadlineSeconds") is None:
+        fix_container(ref, rname, container, pod, ppath + ("containers", idx), ppath, profile, plan)
+    run_policy = child(spec, "runPolicy")
+    if profile == "strict" and child(run_policy, "activeDeadlineSeconds") is None:
         line = (run_policy or spec or doc).start_mark.line + 1
         if deadline is None:
             plan.note(Note(ref, "spec.runPolicy.activeDeadlineSeconds not added: choose a bound for "

@@ -59,6 +59,7 @@ from . import guardvars as gv
 from .runtime import autoguard
 from .runtime.artifacts import RUNS
 from .runtime.config import RuntimeConfig, check_guard_env
+from .runtime.failures import classify
 from .runtime.guard import Guard
 from .runtime.watchdog import Heartbeat
 
@@ -269,8 +270,6 @@ class _Guarded:
         except BaseException as exc:
             kind = "exception"
             with contextlib.suppress(Exception):
-                from .runtime.worker import classify
-
                 kind = classify(exc)
             if kind == "comm":
                 g.reporter.dump_flight_recorder()

@@ -24,8 +24,6 @@ Outputs:
 from __future__ import annotations
 
 import argparse
-import copy
-import functools
 import json
 import sys
 from pathlib import Path
@@ -33,115 +31,53 @@ from typing import Any
 
 from . import bounds
 from . import guardvars as gv
+from .atomic import write_text_atomic
 from .ddpjobschema import POD_DEFINITIONS, ddpjob_schema
+from .schemabase import (  # (re-exported: the schema vocabulary's old home)
+    DNS1035_LABEL,
+    DNS1123_LABEL,
+    DNS1123_SUBDOMAIN,
+    LABEL_VALUE,
+    QUALIFIED_NAME,
+    RULE_KEY,
+    SAFETY_NET_OFF,
+    SCHEMA_BASE,
+    SCHEMA_DIALECT,
+    UNRESOLVED_KEY,
+    convert_openapi,
+    crd_schema,
+    metadata_rule,
+)
+from .schemagen_ray import generate_ray
+from .schemagen_trainer import trainer_schemas
 
-SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
-SCHEMA_BASE = "https://k8sddp.dev/schemas/"
-RULE_KEY = "x-k8sddp-rule"
+__all__ = [
+    "DNS1035_LABEL",
+    "DNS1123_LABEL",
+    "DNS1123_SUBDOMAIN",
+    "LABEL_VALUE",
+    "QUALIFIED_NAME",
+    "RULE_KEY",
+    "SAFETY_NET_OFF",
+    "SCHEMA_BASE",
+    "SCHEMA_DIALECT",
+    "UNRESOLVED_KEY",
+    "container_rules",
+    "convert_openapi",
+    "crd_schema",
+    "dump",
+    "generate",
+    "guard_schema",
+    "main",
+    "metadata_rule",
+    "pod_definitions",
+    "structure_schema",
+]
 
 DEFAULT_CRD = Path(__file__).resolve().parent.parent.parent / "shared/reference/kubeflow/kubeflow.org_pytorchjobs.yaml"
 DEFAULT_KUBERAY = Path(__file__).resolve().parent.parent.parent / "shared/reference/kuberay"
-
-# Kubernetes apimachinery validation patterns (k8s.io/apimachinery/pkg/util/validation).
-DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-DNS1123_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-QUALIFIED_NAME = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$"
-
-#: Marks an env entry of k8sddp's resolved view whose value cannot be read from the input.
-UNRESOLVED_KEY = "x-k8sddp-unresolved"
-
-#: The values that switch each safety net off, as torch reads them
-#: (torch/csrc/distributed/c10d/Utils.hpp): getCvarBool takes y/yes/1/t/true and n/no/0/f/false in
-#: any case (anything else fails loudly at start-up); getCvarInt takes std::stoi's leading integer,
-#: so "0", " 00", "-1" or "0x10" give a buffer of no entries.
-_BOOL_OFF = r"^([nN]|[nN][oO]|0|[fF]|[fF][aA][lL][sS][eE])$"
-_INT_OFF = r"^[ \t\n\v\f\r]*(-[0-9]|[+]?0+([^0-9]|$))"
-SAFETY_NET_OFF: dict[str, str] = {
-    "TORCH_NCCL_ENABLE_MONITORING": _BOOL_OFF,
-    "TORCH_NCCL_DUMP_ON_TIMEOUT": _BOOL_OFF,
-    "TORCH_FR_BUFFER_SIZE": _INT_OFF,
-    "TORCH_NCCL_TRACE_BUFFER_SIZE": _INT_OFF,
-}
-assert set(SAFETY_NET_OFF) == set(gv.SAFETY_NETS), "every safety net needs its 'off' pattern"
-
 RESTART_POLICIES = ["Always", "OnFailure", "Never", "ExitCode"]  # kubeflow common v1 RestartPolicy
 CLEAN_POD_POLICIES = ["All", "Running", "None"]  # kubeflow common v1 CleanPodPolicy
-
-
-#: Ranges of the Kubernetes integer formats (the Go types int32 and int64).
-_INT_FORMATS = {"int32": (-bounds.INT32_MAX - 1, bounds.INT32_MAX), "int64": (-bounds.INT64_MAX - 1, bounds.INT64_MAX)}
-
-
-# -- CRD conversion ------------------------------------------------------------------------------
-
-
-def convert_openapi(node: Any) -> Any:
-    """Convert a structural ``openAPIV3Schema`` node to JSON Schema 2020-12.
-
-    Drops ``description`` and the ``x-kubernetes-*`` extensions the validator does not use, turns
-    ``x-kubernetes-int-or-string`` into ``anyOf`` integer/string, keeps ``x-kubernetes-list-type``
-    and ``x-kubernetes-list-map-keys`` (read by the list-map check), and closes objects with
-    ``properties`` (the API server prunes unknown fields, or rejects them under strict field
-    validation: either way the setting is lost). An integer with ``format: int32`` / ``int64``
-    gets the range of that Go type (:mod:`k8sddp.bounds`): JSON Schema does not assert formats,
-    and the API server refuses a value that does not fit when it decodes the object.
-    """
-    if isinstance(node, list):
-        return [convert_openapi(v) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in ("description", "x-kubernetes-map-type", "x-kubernetes-validations", "x-kubernetes-int-or-string"):
-            continue
-        if key == "properties":
-            out[key] = {k: convert_openapi(v) for k, v in value.items()}
-        elif key in ("items", "additionalProperties", "not") or key in ("anyOf", "allOf", "oneOf"):
-            out[key] = convert_openapi(value)
-        else:
-            out[key] = copy.deepcopy(value)
-    int_range = _INT_FORMATS.get(str(node.get("format", ""))) if node.get("type") == "integer" else None
-    if int_range:
-        out.setdefault("minimum", int_range[0])
-        out.setdefault("maximum", int_range[1])
-    if node.get("x-kubernetes-int-or-string") and "anyOf" not in out:
-        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
-    preserve = node.get("x-kubernetes-preserve-unknown-fields")
-    if "properties" in out and "additionalProperties" not in out and not preserve:
-        out["additionalProperties"] = False
-    out.pop("x-kubernetes-preserve-unknown-fields", None)
-    return out
-
-
-def crd_schema(crd_path: Path, version: str = "v1") -> dict[str, Any]:
-    """A fresh copy of :func:`_crd_schema` (callers may change it)."""
-    return copy.deepcopy(_crd_schema(crd_path.resolve(), version))
-
-
-@functools.lru_cache(maxsize=8)
-def _crd_schema(crd_path: Path, version: str = "v1") -> dict[str, Any]:
-    """The converted ``openAPIV3Schema`` of ``version`` of the CRD at ``crd_path`` (the PyTorchJob's ``v1``).
-
-    Raises:
-        KeyError: the file is not a CRD.
-        ValueError: the CRD does not have exactly one such version.
-    """
-    import yaml
-
-    with crd_path.open() as fh:
-        crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml: 10x faster on the 400 KB CRD
-    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    schema = convert_openapi(served["schema"]["openAPIV3Schema"])
-    # metadata is checked by its own rule (KDP102), as the API server checks ObjectMeta.
-    schema["properties"]["metadata"] = {"type": "object"}
-    # status is written by the operator; a manifest may carry a stale one (kubectl drops it).
-    schema["properties"]["status"] = {"type": "object"}
-    return schema
 
 
 # -- structure -----------------------------------------------------------------------------------
@@ -159,34 +95,6 @@ def _replica(template_spec: dict[str, Any], *, required: bool = False) -> dict[s
         template["required"] = ["spec"]
         replica["required"] = ["template"]
     return {"properties": {"spec": {"properties": {"pytorchReplicaSpecs": {"additionalProperties": replica}}}}}
-
-
-def metadata_rule() -> dict[str, Any]:
-    """KDP102: ``metadata`` as the API server checks ObjectMeta (shared by every kind's structure schema)."""
-    return {
-        RULE_KEY: "KDP102",
-        "required": ["metadata"],
-        "properties": {
-            "metadata": {
-                "type": "object",
-                "anyOf": [{"required": ["name"]}, {"required": ["generateName"]}],
-                "properties": {
-                    "name": {"type": "string", "maxLength": 253, "pattern": DNS1123_SUBDOMAIN},
-                    "namespace": {"type": "string", "maxLength": 63, "pattern": DNS1123_LABEL},
-                    "labels": {
-                        "type": "object",
-                        "propertyNames": {"pattern": QUALIFIED_NAME},
-                        "additionalProperties": {"type": "string", "pattern": LABEL_VALUE},
-                    },
-                    "annotations": {
-                        "type": "object",
-                        "propertyNames": {"pattern": QUALIFIED_NAME},
-                        "additionalProperties": {"type": "string"},
-                    },
-                },
-            }
-        },
-    }
 
 
 def structure_schema(crd_path: Path) -> dict[str, Any]:
@@ -439,8 +347,6 @@ def generate(crd_path: Path, trainer_dir: Path | None = None) -> dict[str, dict[
         trainer_dir: the folder of the Kubeflow Trainer v2.3.0 CRDs; default: ``kubeflow-trainer``
             beside the PyTorchJob CRD's folder (skipped when absent).
     """
-    from .schemagen_trainer import trainer_schemas
-
     out = {
         "ddpjob.schema.json": ddpjob_schema(pod_definitions(crd_path)),
         "pytorchjob.structure.json": structure_schema(crd_path),
@@ -469,13 +375,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.crd.is_file():
         print(f"schemagen: CRD not found: {args.crd}", file=sys.stderr)
         return 2
-    from .atomic import write_text_atomic
-
     if not args.kuberay.is_dir():
         print(f"schemagen: KubeRay CRD folder not found: {args.kuberay}", file=sys.stderr)
         return 2
-    from .schemagen_ray import generate_ray
-
     for name, schema in {**generate(args.crd, args.trainer_crds), **generate_ray(args.kuberay)}.items():
         write_text_atomic(args.out / name, dump(schema))
         print(f"wrote {args.out / name}")

@@ -3,7 +3,7 @@
 Called by ``python -m k8sddp.schemagen`` (``--kuberay`` names the folder holding the CRDs,
 ``ray.io_{rayjobs,rayclusters,rayservices,raycronjobs}.yaml``, verbatim from ray-project/kuberay
 v1.7.0 ``ray-operator/config/crd/bases/``). Each schema is the CRD's ``v1`` ``openAPIV3Schema``
-converted by :func:`k8sddp.schemagen.convert_openapi` (rule KDP150), ``metadata`` as the API server
+converted by :func:`k8sddp.schemabase.convert_openapi` (rule KDP150), ``metadata`` as the API server
 checks it (KDP102), and the Ray container rule (KDP151: ``containers[0]`` of the head group and of
 every worker group has an image). Subtrees that occur more than once (the pod template of every
 group, a RayCronJob's RayJob spec) are stored once under ``$defs``: the four files shrink from
@@ -16,6 +16,8 @@ import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from .schemabase import RULE_KEY, SCHEMA_BASE, SCHEMA_DIALECT, convert_openapi, metadata_rule
 
 #: The KubeRay kinds, their CRD file and the path of their RayClusterSpec from the object's root.
 RAY_KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -138,8 +140,6 @@ def ray_structure_schema(kind: str, kuberay_dir: Path) -> dict[str, Any]:
         OSError: the CRD file cannot be read.
     """
     import yaml
-
-    from .schemagen import RULE_KEY, SCHEMA_BASE, SCHEMA_DIALECT, convert_openapi, metadata_rule
 
     file, cluster_path = RAY_KINDS[kind]
     with (kuberay_dir / file).open() as fh:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .schemagen import (
+from .schemabase import (
     DNS1035_LABEL,
     RULE_KEY,
     SCHEMA_BASE,

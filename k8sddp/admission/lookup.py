@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from .review import LookupFailed
+from .sources import LookupFailed
 
 __all__ = ["KubeLookup", "describe_error", "no_retries"]
 

@@ -26,14 +26,15 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from .. import kinds
 from .._version import __version__
 from ..catalogue import CATALOGUE_VERSION, PROFILES
 from ..findings import Finding, Report, Severity
-from .runtimes import RuntimeSource, lookup_runtime
+from .runtimes import lookup_runtime
 from .selector import LabelSelector
+from .sources import ConfigMapSource, LookupFailed, NamespaceLabelSource, RuntimeSource
 
 __all__ = [
     "AUDIT_CATALOGUE",
@@ -74,38 +75,6 @@ class MalformedReview(Exception):
     The server answers HTTP 400 with this message; the API server then applies the webhook's
     ``failurePolicy`` (``Fail``: the request is rejected, naming the webhook).
     """
-
-
-class LookupFailed(Exception):
-    """A cluster look-up (ConfigMap, Namespace) failed for a reason other than "not found"."""
-
-
-class ConfigMapSource(Protocol):
-    """Reads ConfigMaps (read-only). :class:`k8sddp.admission.lookup.KubeLookup` implements it."""
-
-    def get_configmap(self, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
-        """The ConfigMap as a dict, or ``None`` when it does not exist.
-
-        ``timeout``: the most seconds the call may take (``None``: the source's own limit).
-
-        Raises:
-            LookupFailed: forbidden, unreachable, timed out.
-        """
-        ...
-
-
-class NamespaceLabelSource(Protocol):
-    """Reads namespace labels. :class:`k8sddp.admission.lookup.KubeLookup` implements it."""
-
-    def namespace_labels(self, namespace: str, *, timeout: float | None = None) -> dict[str, str] | None:
-        """The namespace's labels, or ``None`` when it does not exist.
-
-        ``timeout``: as for :meth:`ConfigMapSource.get_configmap`.
-
-        Raises:
-            LookupFailed: forbidden, unreachable, timed out.
-        """
-        ...
 
 
 Validator = Callable[..., Report]

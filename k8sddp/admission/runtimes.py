@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from .. import kinds
 from ..kinds.trainermerge import runtime_key
 from ..schemagen_trainer import TRAINER_GROUP, TRAINER_VERSION
+from .sources import LookupFailed, RuntimeSource
 
 __all__ = ["RuntimeSource", "lookup_runtime"]
-
-
-class RuntimeSource(Protocol):
-    """Reads Kubeflow Trainer runtimes (read-only). :class:`k8sddp.admission.lookup.KubeLookup` implements it."""
-
-    def get_runtime(self, kind: str, namespace: str, name: str, *, timeout: float | None = None) -> dict[str, Any] | None:
-        """The runtime as a dict, or ``None`` when it does not exist.
-
-        Raises:
-            k8sddp.admission.review.LookupFailed: it could not be read.
-        """
-        ...
 
 
 def lookup_runtime(source: RuntimeSource, obj: dict[str, Any], namespace: str, timeout: float) -> tuple[dict[str, Any] | None, str]:
@@ -31,8 +20,6 @@ def lookup_runtime(source: RuntimeSource, obj: dict[str, Any], namespace: str, t
         ``None`` (not a TrainJob, a runtime of another group, not found, unreadable) with a
         warning saying why (``""`` where there is nothing to say).
     """
-    from .review import LookupFailed
-
     if kinds.lookup(obj.get("apiVersion"), obj.get("kind")) is not kinds.TRAINJOB:
         return None, ""
     group, kind, name = runtime_key(obj)

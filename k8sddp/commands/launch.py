@@ -25,9 +25,10 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Handler: run the launcher; returns the pod's exit code."""
+    from ..diagnose.live import launcher_view
     from ..runtime.launcher import launch
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    return launch(cmd)
+    return launch(cmd, analyse=launcher_view)

@@ -24,13 +24,22 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from ..catalogue import match_decision
 from .compare import first_disagreement, odd_ones
 from .flightrec import Collective, FRInfo
-from .load import Generation, RankData
-from .model import CONFIDENCE, Culprit, Diagnosis, RankState
+from .load import Generation
+from .model import Culprit, Diagnosis, RankState
+from .ranks import (
+    FR_ALL_LIMIT,
+    FR_SAMPLE,
+    OUTSIDE_PHASES,
+    RankEnd,
+    classify_ranks,
+    file_name,
+    lower,
+    world_of,
+)
 from .stacks import Frame
 from .torchrun import (
     MISMATCH_PATTERNS,
@@ -40,54 +49,7 @@ from .torchrun import (
     worker_exits,
 )
 
-#: Up to this many ranks every flight-recorder dump is read; beyond it, the suspects' dumps and
-#: :data:`FR_SAMPLE` others (a dump costs ~1 ms per 100 entries to unpickle).
-FR_ALL_LIMIT = 256
-FR_SAMPLE = 4
-#: Phases in which a rank runs no collective of the loop's (``docs/runtime.md``, "The watchdog").
-OUTSIDE_PHASES = ("data", "hook", "eval", "checkpoint")
 _TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-@dataclass
-class _Rank:
-    d: RankData
-    kind: str
-    step: int | None
-    phase: str | None
-    exit: int | None
-
-    @property
-    def rank(self) -> int:
-        return self.d.rank
-
-
-def _place(d: RankData) -> tuple[int | None, str | None]:
-    rec = d.failure or {}
-    if isinstance(rec.get("step"), int):
-        return rec["step"], rec.get("phase")
-    if d.stacks is not None and d.stacks.hard_stop and d.stacks.soft:
-        return d.stacks.soft[1], d.stacks.soft[0]
-    last = d.last or {}
-    step = last.get("step")
-    return (step if isinstance(step, int) else None), last.get("phase")
-
-
-def _world(d: RankData) -> int:
-    """The world size a rank saw: its failure record's (no extra read), else its start record's."""
-    for rec in (d.failure, d.started if not (d.failure or {}).get("world_size") else None):
-        value = (rec or {}).get("world_size")
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
-            return int(value)
-    return 0
-
-
-def _lower(conf: str, steps: int = 1) -> str:
-    return CONFIDENCE[max(0, CONFIDENCE.index(conf) - steps)]
-
-
-def _fname(d: RankData, what: str, ext: str) -> str:
-    return f"{what}-rank{d.rank}.{ext}"
 
 
 class _Analysis:
@@ -103,40 +65,17 @@ class _Analysis:
             exits.update(worker_exits(lines))
         node_done: dict[int | None, dict] = {a.node: (a.record or {}) for a in gen.attempts}
         self.node_records = node_done
-        self.ranks: dict[int, _Rank] = {}
-        for rank, d in sorted(gen.ranks.items()):
-            if not d.has_started and d.failure is None:
-                continue
-            step, phase = _place(d)
-            rec = node_done.get(d.node, {})
-            code = exits.get(rank)
-            if d.failure is not None:
-                kind = str(d.failure.get("kind", "unknown"))
-                if kind == "exited" and d.failure.get("exit_code") == 0:  # k8sddp.ray: the loop returned
-                    kind = "done"
-            elif d.stacks is not None and d.stacks.hard_stop:
-                kind = "hang-hard"
-            elif "failure" in d.paths:  # a record it wrote, now truncated: it did not die without one
-                kind = "unreadable"
-            elif code is not None and code != 0:
-                kind = "vanished"
-            elif code == 0 or rec.get("exit_code") == 0 or rec.get("child_exit_code") == 0:
-                kind = "done"
-            elif rec.get("status") == "finished" or d.node in finished:
-                kind = "vanished"
-            else:
-                kind = "running"
-            self.ranks[rank] = _Rank(d, kind, step, phase, code)
-        self.world = max((_world(d) for d in gen.ranks.values()), default=0) or None
+        self.ranks = classify_ranks(gen, exits, node_done, finished)
+        self.world = max((world_of(d) for d in gen.ranks.values()), default=0) or None
         self.fr_limit = fr_limit
 
     # -- helpers --------------------------------------------------------------------------------
-    def rank_line(self, r: _Rank) -> str:
+    def rank_line(self, r: RankEnd) -> str:
         where = f"step {r.step}, phase {r.phase or 'unknown'}" if r.step is not None else "no beat recorded"
         node = f" on node {r.d.node}" if r.d.node is not None else ""
         return f"rank {r.rank}{node} ({where})"
 
-    def culprit(self, kind: str, r: _Rank | None, evidence: list[str], confidence: str, summary: str,
+    def culprit(self, kind: str, r: RankEnd | None, evidence: list[str], confidence: str, summary: str,
                 frame: Frame | None = None, collective: dict | None = None,
                 sig: str | None = None) -> Culprit:
         c = Culprit(kind, r.rank if r else None, r.d.node if r else None, r.phase if r else None,
@@ -146,36 +85,36 @@ class _Analysis:
         c.decision = row.trigger if row else None
         return c
 
-    def fr(self, ranks: Iterable[_Rank]) -> dict[int, FRInfo]:
+    def fr(self, ranks: Iterable[RankEnd]) -> dict[int, FRInfo]:
         out = {}
         for r in ranks:
             info = r.d.flight_recorder()
             out[r.rank] = info
         return out
 
-    def stack_evidence(self, r: _Rank) -> tuple[list[str], Frame | None]:
+    def stack_evidence(self, r: RankEnd) -> tuple[list[str], Frame | None]:
         s = r.d.stacks
         if s is None or not s.frames:
-            self.notes.append(f"rank {r.rank}: no stack dump ({_fname(r.d, 'stacks', 'txt')} "
+            self.notes.append(f"rank {r.rank}: no stack dump ({file_name(r.d, 'stacks', 'txt')} "
                               f"{'empty' if s else 'missing'})")
             return [], None
         frame = s.stalled_frame()
         state = "waiting in a collective" if s.waiting else "outside any collective"
         what = ("hard-stop dump" if s.hard_stop else f"fatal signal dump ({s.fatal})" if s.fatal
                 else "watchdog dump" if s.soft else "stack dump")
-        return [f"{_fname(r.d, 'stacks', 'txt')} ({what}): main thread {state} at "
+        return [f"{file_name(r.d, 'stacks', 'txt')} ({what}): main thread {state} at "
                 f"{frame.where() if frame else '?'}"], frame
 
-    def record_evidence(self, r: _Rank) -> list[str]:
+    def record_evidence(self, r: RankEnd) -> list[str]:
         rec = r.d.failure
         if not rec:
             last = r.d.last
             if last:
-                return [f"{_fname(r.d, 'trace', 'jsonl')}: last beat at step {last.get('step')} in phase "
+                return [f"{file_name(r.d, 'trace', 'jsonl')}: last beat at step {last.get('step')} in phase "
                         f"{last.get('phase')}"]
             return []
         msg = str(rec.get("message") or rec.get("exception") or "")[:240]
-        return [f"{_fname(r.d, 'failure', 'json')}: {rec.get('kind')} at step {rec.get('step')} in phase "
+        return [f"{file_name(r.d, 'failure', 'json')}: {rec.get('kind')} at step {rec.get('step')} in phase "
                 f"{rec.get('phase')}" + (f": {msg}" if msg else "")]
 
     # -- the steps ------------------------------------------------------------------------------
@@ -219,7 +158,7 @@ class _Analysis:
             return [], {r: ("running" if x.kind == "running" else "unreadable") for r, x in ranks.items()}
         return self._hang()
 
-    def _roles(self, culprits: list[_Rank]) -> dict[int, str]:
+    def _roles(self, culprits: list[RankEnd]) -> dict[int, str]:
         bad = {r.rank for r in culprits}
         out = {}
         for rank, r in self.ranks.items():
@@ -233,7 +172,7 @@ class _Analysis:
                 out[rank] = "waiting"
         return out
 
-    def _record_culprit(self, kind: str, r: _Rank) -> Culprit:
+    def _record_culprit(self, kind: str, r: RankEnd) -> Culprit:
         rec = r.d.failure or {}
         ev = self.record_evidence(r)
         frame = None
@@ -242,18 +181,18 @@ class _Analysis:
         if frames:
             f, n, fn = frames[-1]
             frame = Frame(f, int(n), fn)
-            ev.append(f"{_fname(r.d, 'failure', 'json')} traceback: raised at {frame.where()}")
+            ev.append(f"{file_name(r.d, 'failure', 'json')} traceback: raised at {frame.where()}")
         what = rec.get("exception") or rec.get("message") or kind
         return self.culprit(kind, r, ev, "high", f"{self.rank_line(r)} raised {what}"[:300]
                             if kind == "exception" else f"{self.rank_line(r)} refused its configuration: {what}",
                             frame)
 
-    def _nccl_teardown(self, r: _Rank) -> bool:
+    def _nccl_teardown(self, r: RankEnd) -> bool:
         if r.exit is None or r.exit != -6:
             return False
         return find_line(self.logs.get(r.d.node, []), NCCL_TEARDOWN_PATTERNS) is not None
 
-    def _died(self, r: _Rank) -> Culprit:
+    def _died(self, r: RankEnd) -> Culprit:
         sig = signal_name(r.exit) if r.exit is not None else None
         ev = []
         if r.exit is not None:
@@ -276,8 +215,8 @@ class _Analysis:
                             f"{self.rank_line(r)} died by {sig or 'an unknown cause'}{why} without a record; "
                             "its peers' collective errors follow from it", frame, sig=sig)
 
-    def _gil(self, r: _Rank) -> Culprit:
-        ev = [f"{_fname(r.d, 'stacks', 'txt')}: the hard stop's 'Timeout (' dump: the watchdog thread "
+    def _gil(self, r: RankEnd) -> Culprit:
+        ev = [f"{file_name(r.d, 'stacks', 'txt')}: the hard stop's 'Timeout (' dump: the watchdog thread "
               "starved, the kernel ended the rank with SIGALRM"]
         more, frame = self.stack_evidence(r)
         ev += more + self.record_evidence(r)
@@ -379,7 +318,7 @@ class _Analysis:
                           "writes every quarter budget: it may lag the rank's last step)")
             conf = {"majority": "high", "task-code": "high", "abort": "medium", "unknown": "low"}[reason]
             if seq is None and line is not None and not any(rk in ok for rk in sites):
-                conf = _lower(conf)
+                conf = lower(conf)
             peer_steps = [st for k in sites if k != rank and self.ranks[k].d.failure
                           and (st := self.ranks[k].step) is not None]
             if r.d.failure is None and peer_steps and (r.step is None or max(peer_steps) > r.step):
@@ -440,7 +379,7 @@ class _Analysis:
             if not cands:
                 return self._comm(), {r: "waiting" for r in ranks}
         if len(ok) < len(ranks) and len(ranks) <= self.fr_limit:
-            conf = _lower(conf)
+            conf = lower(conf)
             self.notes.append(f"confidence lowered: {len(ranks) - len(ok)} of {len(ranks)} flight-recorder "
                               "dumps missing or unreadable")
         out = []
@@ -450,14 +389,14 @@ class _Analysis:
             more, frame = self.stack_evidence(r)
             ev = more + ev
             if frame is None and r.d.stacks is None:
-                conf = _lower(conf)
+                conf = lower(conf)
             if collective is not None:
-                ev.append(f"{_fname(r.d, 'fr', 'pkl')}: last collective #{ok[rank].last_seq}; its peers "
+                ev.append(f"{file_name(r.d, 'fr', 'pkl')}: last collective #{ok[rank].last_seq}; its peers "
                           f"entered #{parting} {collective['op']} {collective['sizes']}"
                           + (f" at {collective['site']}" if collective.get("site") else ""))
             elif rank in ok and ok[rank].entries:
                 e = ok[rank].entries[-1]
-                ev.append(f"{_fname(r.d, 'fr', 'pkl')}: last collective {e.describe()} "
+                ev.append(f"{file_name(r.d, 'fr', 'pkl')}: last collective {e.describe()} "
                           f"({'returned' if e.finished else 'in flight'}); every dump ends at the same number")
             where = f" at {frame.where()}" if frame else ""
             phase_txt = {"eval": "evaluation", "checkpoint": "checkpointing", "data": "loading data",
@@ -506,13 +445,13 @@ def analyse(gen: Generation, *, restarts: int = 1, root: str = "",
         notes.append(f"records of {len(missing)} of {an.world} ranks are missing ({shown}): another node's "
                      "folder is not on this volume, or those ranks never started; confidence lowered")
         for c in culprits:
-            c.confidence = _lower(c.confidence)
+            c.confidence = lower(c.confidence)
     bad = [f"{a.path.name}/{u}" for a in gen.attempts for u in a.unreadable]
     if bad:
         notes.append(f"{len(bad)} unreadable file(s), ignored ({'; '.join(bad[:10])}"
                      f"{' ...' if len(bad) > 10 else ''}): truncated or not the runtime's format; confidence lowered")
         for c in culprits:
-            c.confidence = _lower(c.confidence)
+            c.confidence = lower(c.confidence)
     states = []
     for rank, r in sorted(an.ranks.items()):
         role = roles.get(rank, "unknown")

@@ -9,7 +9,8 @@ the registry. An object's ``(API group, kind)`` finds
   are checked the same way (recursively), their findings placed at the wrapper's file and line
   with a JSON path through it;
 - a DDPJob spec (:mod:`.ddpjob`) is such a wrapper: its schema is checked (KDP012) and the
-  PyTorchJob it renders to is checked as an inner object;
+  PyTorchJob it renders to is checked as an inner object (the render package registers it with
+  the render function: :mod:`k8sddp.render.specwrapper`);
 - else nothing: the object is skipped and counted by :func:`skip_label` (a kind name that a
   registered kind has in another group is counted with its group, ``PyTorchJob (training.kubedl.io)``).
 
@@ -33,11 +34,7 @@ template text is reported by the engine for every kind (:mod:`k8sddp.validate.te
 
 from __future__ import annotations
 
-# The validate engine imports this package's modules and they import validate's check library:
-# load validate first, whichever of the two is imported first.
-from .. import validate as _validate  # noqa: F401
 from .base import CheckContext, Kind, PodTemplateView, StatusModel, StatusReading
-from .ddpjob import DDPJOB  # (a wrapper: k8sddp's DDPJob spec, checked and rendered)
 from .pytorchjob import PYTORCHJOB, PyTorchJobKind  # (importing a kind module registers it)
 from .ray import RAYCLUSTER, RAYCRONJOB, RAYJOB, RAYSERVICE, RayKind
 from .registry import (
@@ -63,7 +60,6 @@ __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
     "CheckContext",
     "ClusterTrainingRuntimeKind",
-    "DDPJOB",
     "Inner",
     "Kind",
     "MisgroupedTrainerKind",

@@ -1,19 +1,21 @@
-"""The interface every workload kind implements, and the data it hands to the shared checks."""
+"""The interface every workload kind implements, the data it hands to the shared checks, and the
+interface of the wrappers that hold other objects (:class:`Wrapper`; the layouts: :mod:`k8sddp.kinds.wrappers`)."""
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..validate.rawfinding import RawFinding
+from ..findings import RawFinding
 
-if TYPE_CHECKING:  # (runtime import would be circular: the validate engine imports the kinds)
+if TYPE_CHECKING:  # (nothing under validate/ at run time: that would run validate/__init__.py, which loads the engine)
     from ..validate.envresolve import EnvValue
     from ..validate.objindex import ObjectIndex
 
-__all__ = ["CheckContext", "Kind", "PodTemplateView", "StatusModel", "StatusReading"]
+__all__ = ["CheckContext", "Inner", "Kind", "PodTemplateView", "StatusModel", "StatusReading", "Unwrapped", "Wrapper"]
 
 _MAPPING = (dict, Mapping)
 
@@ -276,3 +278,47 @@ class Kind(abc.ABC):
         if wrong is not None:
             return [wrong]
         return self.check_structure(obj) + self.check_guardrails(obj, ctx)
+
+
+# -- wrappers: objects that hold other objects (the layouts: :mod:`k8sddp.kinds.wrappers`) ----
+
+
+@dataclasses.dataclass(frozen=True)
+class Inner:
+    """One object held by a wrapper.
+
+    Attributes:
+        path: keys and list indices from the wrapper's root to the inner object.
+        obj: the inner object, with the metadata the wrapper's controller fills in (namespace, name).
+        placeholders: the template placeholders the wrapper's controller substitutes before it
+            creates the object (``None``: none); see :func:`placeholder_filter`.
+    """
+
+    path: tuple[Any, ...]
+    obj: Any
+    placeholders: re.Pattern[str] | None = None
+
+
+@dataclasses.dataclass
+class Unwrapped:
+    """What a wrapper holds: the inner objects and the wrapper's own findings (paths from its root)."""
+
+    inner: list[Inner]
+    findings: list[RawFinding] = dataclasses.field(default_factory=list)
+
+
+class Wrapper(abc.ABC):
+    """A kind that holds other objects.
+
+    Attributes:
+        kind: kind name (``AppWrapper``).
+        api_versions: the exact ``apiVersion`` values this layout applies to.
+    """
+
+    kind: ClassVar[str]
+    api_versions: ClassVar[tuple[str, ...]]
+
+    @abc.abstractmethod
+    def unwrap(self, obj: Mapping[str, Any], ctx: CheckContext) -> Unwrapped:
+        """The objects ``obj`` holds (entries that are absent are left out; a held value that is not
+        an object is yielded as it is, and the engine reports it as KDP004)."""

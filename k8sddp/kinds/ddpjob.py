@@ -7,25 +7,28 @@ each problem a located KDP012; a spec that passes is rendered (:func:`k8sddp.ren
 and the PyTorchJob it renders to is checked like any other, under the profile asked for. A spec
 that the render model refuses (``elastic.minNodes`` above ``maxNodes``...) is one KDP012 at the
 path the model names.
+
+Rendering checks its output through the validate engine, and the engine reaches this wrapper
+through the kinds registry: so the wrapper is given the render function rather than importing
+it. The render package registers the instance (:data:`k8sddp.render.specwrapper.DDPJOB`), and
+``k8sddp.validate`` imports the render package, so every validation knows DDPJob specs.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import jsonschema_rs
 
 from ..errors import SpecError, ValidationError
+from ..findings import RawFinding
 from ..resources import load_schema
 from ..validate.envchecks import hide_credential_values
-from ..validate.rawfinding import RawFinding
-from .base import CheckContext
-from .registry import register_wrapper
-from .wrappers import Inner, Unwrapped, Wrapper
+from .base import CheckContext, Inner, Unwrapped, Wrapper
 
-__all__ = ["DDPJOB", "DDPJobSpec"]
+__all__ = ["DDPJobSpec"]
 
 _SCHEMA = "ddpjob.schema.json"
 
@@ -45,16 +48,23 @@ def _path_of(dotted: str) -> tuple[Any, ...]:
 
 
 class DDPJobSpec(Wrapper):
-    """``k8sddp.dev/v1alpha1`` DDPJob: schema, then render; holds the PyTorchJob it renders to."""
+    """``k8sddp.dev/v1alpha1`` DDPJob: schema, then render; holds the PyTorchJob it renders to.
+
+    Args:
+        render: :func:`k8sddp.render.render_spec` (a checked spec -> an object with ``.objects``,
+            the rendered manifests as dicts); raises :class:`~k8sddp.errors.SpecError` for a spec
+            it refuses and :class:`~k8sddp.errors.ValidationError` when its output fails its own check.
+    """
 
     kind: ClassVar[str] = "DDPJob"
     api_versions: ClassVar[tuple[str, ...]] = ("k8sddp.dev/v1alpha1",)
 
+    def __init__(self, render: Callable[[dict[str, Any]], Any]) -> None:
+        self.render = render
+
     def unwrap(self, obj: Mapping[str, Any], ctx: CheckContext) -> Unwrapped:
         """KDP012 for every schema error (at its path); else the rendered objects, checked by the
         engine at the spec's root."""
-        from ..render import render_spec  # (render imports validate: import when used)
-
         errors = sorted(_validator().iter_errors(obj), key=lambda e: [str(p) for p in e.instance_path])
         if errors:
             return Unwrapped(
@@ -66,14 +76,10 @@ class DDPJobSpec(Wrapper):
                 ],
             )
         try:
-            rendered = render_spec(dict(obj))
+            rendered = self.render(dict(obj))
         except SpecError as exc:
             return Unwrapped([], [RawFinding("KDP012", _path_of(exc.path), f"`k8sddp render` refuses this spec: {exc.message}")])
         except ValidationError as exc:
             # The render's self-check failed: a k8sddp bug, reported rather than hidden.
             return Unwrapped([], [RawFinding("KDP012", (), f"the rendered PyTorchJob fails its own check (please report): {exc}")])
         return Unwrapped([Inner((), o) for o in rendered.objects])
-
-
-#: The registered instance.
-DDPJOB = register_wrapper(DDPJobSpec())

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..validate.objindex import api_group
 
 if TYPE_CHECKING:
-    from .base import Kind
-    from .wrappers import Wrapper
+    from .base import Kind, Wrapper
 
 __all__ = ["job_kinds", "kinds", "lookup", "lookup_wrapper", "referenced_kinds", "register", "register_wrapper", "skip_label"]
 

@@ -19,8 +19,6 @@ and its findings carry the wrapper's file and line and a JSON path through the w
 
 from __future__ import annotations
 
-import abc
-import dataclasses
 import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -30,7 +28,7 @@ import yaml
 from ..catalogue import RULES
 from ..validate.jobparts import MAPPING, as_list, get
 from ..validate.rawfinding import RawFinding
-from .base import CheckContext
+from .base import CheckContext, Inner, Unwrapped, Wrapper  # (re-exported: the wrapper interface)
 from .registry import register_wrapper
 
 __all__ = ["AppWrapper", "Inner", "KATIB_PLACEHOLDER", "KatibExperiment", "LegacyAppWrapper", "Unwrapped", "Wrapper", "placeholder_filter"]
@@ -40,47 +38,6 @@ __all__ = ["AppWrapper", "Inner", "KATIB_PLACEHOLDER", "KatibExperiment", "Legac
 KATIB_PLACEHOLDER = re.compile(r"\$\{trial(?:Parameters|Spec)\.[^}]*\}")
 #: Katib appends 8 random characters to the experiment's name for each trial: this stands for them.
 KATIB_TRIAL_SUFFIX = "-xxxxxxxx"
-
-
-@dataclasses.dataclass(frozen=True)
-class Inner:
-    """One object held by a wrapper.
-
-    Attributes:
-        path: keys and list indices from the wrapper's root to the inner object.
-        obj: the inner object, with the metadata the wrapper's controller fills in (namespace, name).
-        placeholders: the template placeholders the wrapper's controller substitutes before it
-            creates the object (``None``: none); see :func:`placeholder_filter`.
-    """
-
-    path: tuple[Any, ...]
-    obj: Any
-    placeholders: re.Pattern[str] | None = None
-
-
-@dataclasses.dataclass
-class Unwrapped:
-    """What a wrapper holds: the inner objects and the wrapper's own findings (paths from its root)."""
-
-    inner: list[Inner]
-    findings: list[RawFinding] = dataclasses.field(default_factory=list)
-
-
-class Wrapper(abc.ABC):
-    """A kind that holds other objects.
-
-    Attributes:
-        kind: kind name (``AppWrapper``).
-        api_versions: the exact ``apiVersion`` values this layout applies to.
-    """
-
-    kind: ClassVar[str]
-    api_versions: ClassVar[tuple[str, ...]]
-
-    @abc.abstractmethod
-    def unwrap(self, obj: Mapping[str, Any], ctx: CheckContext) -> Unwrapped:
-        """The objects ``obj`` holds (entries that are absent are left out; a held value that is not
-        an object is yielded as it is, and the engine reports it as KDP004)."""
 
 
 def _with_metadata(inner: Any, namespace: str | None, name: str | None = None) -> Any:

@@ -79,7 +79,8 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
             continue
         param = e.path.id if how == "param" and isinstance(e.path, ast.Name) else None
         what = e.detail if e.kind == "cwrite" and e.detail else e.op
-        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path))
+        fenced = e.fenced or any(c.kind == "coll" for c in w.events[e.seq + 1:])
+        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path, fenced))
     return tuple(out[:16])
 
 

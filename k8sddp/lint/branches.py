@@ -17,17 +17,64 @@
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .events import Event
 from .scopes import runs_dry
 from .values import UNIFORM, merge_envs
 
 if TYPE_CHECKING:
-    from .flow import Walker
+    from .project import FuncInfo, Module
     from .values import Val
 
-__all__ = ["assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_try"]
+__all__ = [
+    "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_try",
+]
+
+
+class _Snapshot(Protocol):
+    """What a walker's :meth:`BranchWalker.save` keeps (``k8sddp.lint.flow._State``)."""
+
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    cause_is_exit: bool
+    env: dict[str, Val]
+
+
+_S = TypeVar("_S", bound=_Snapshot)
+
+
+class BranchWalker(Protocol[_S]):
+    """The part of :class:`k8sddp.lint.flow.Walker` that :func:`return_case` and :func:`walk_try`
+    use. Typing them against this protocol instead of the walker keeps the import graph acyclic:
+    the walker imports these helpers, never the other way round (as :mod:`k8sddp.lint.host` does
+    for the analyzer)."""
+
+    func: FuncInfo
+    mod: Module
+    silent: int
+    mask: int
+    many: ast.AST | None
+    cause: ast.AST | None
+    cause_is_exit: bool
+    env: dict[str, Val]
+
+    def expr(self, node: ast.expr | None) -> Val:
+        """The value of ``node``."""
+        ...
+
+    def block(self, stmts: list[ast.stmt]) -> None:
+        """Walk statements in order."""
+        ...
+
+    def save(self) -> _S:
+        """A snapshot of the classes, conditions and environment."""
+        ...
+
+    def restore(self, st: _S) -> None:
+        """Go back to a snapshot."""
+        ...
 
 
 def pair_arms(events: list[Event], spans: list[tuple[int, int]], many: ast.AST | None,
@@ -66,7 +113,7 @@ def assert_facts(test: ast.expr) -> list[tuple[str, bool]]:
     return []
 
 
-def return_case(w: Walker, value: ast.expr) -> tuple[str, Val, Val] | None:
+def return_case(w: BranchWalker[_S], value: ast.expr) -> tuple[str, Val, Val] | None:
     """For ``return <a> if <param> else <b>`` (or ``if not <param>``), the parameter and the
     values of the two results, evaluated without recording events; ``None`` for any other
     return value."""
@@ -103,7 +150,7 @@ def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:
     facts.setdefault(key, polarity if in_body else not polarity)
 
 
-def walk_try(w: Walker, s: ast.Try) -> None:
+def walk_try(w: BranchWalker[_S], s: ast.Try) -> None:
     """Walk ``try``: the body and ``else``, then each handler from the state before the body;
     the states join, then ``finally`` runs."""
     before = w.save()

@@ -208,7 +208,7 @@ class CallMixin(IOMixin):
             fw = fw or a.fw
             params_out |= a.params
         synced = ret.synced and rank is None and prank is None and not ddp_out
-        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced)
+        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced, inspected=ret.inspected)
 
     def call_writes(self, node: ast.Call, f: FuncInfo, params: list[str], mapping: dict[str, Val],
                     writes: tuple[WriteSum, ...]) -> None:
@@ -237,7 +237,7 @@ class CallMixin(IOMixin):
             try:
                 where = f"line {ws.line}" if ws.module == self.mod.path else f"{_short(ws.module)}:{ws.line}"
                 detail = ws.what if "() at " in ws.what else f"{ws.what}() at {where}"
-                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail)
+                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced)
             finally:
                 self.mask, self.many = saved
 
@@ -329,6 +329,9 @@ class CallMixin(IOMixin):
                 return UNIFORM
         if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
+            return UNIFORM
+        if q.startswith(K.MPI_COMM_PREFIXES) and last in K.MPI_COLLECTIVES:
+            self.emit("coll", "mpi." + last.lower(), node, detail=f"the MPI collective {q.removeprefix('mpi4py.')}()")
             return UNIFORM
         if q.startswith("deepspeed") and last == "init_distributed":
             self.inits_pg = True

@@ -39,6 +39,16 @@ def arg_of(node: ast.Call, index: int, name: str) -> ast.expr | None:
     return None
 
 
+#: Receivers of ``.open(path, mode)`` that open files like the builtin: iopath's path manager
+#: (``PathManager``, ``g_pathmgr``: detectron2, SlowFast, fvcore), fsspec, TensorFlow's gfile.
+_PATH_MANAGERS = ("pathmgr", "pathmanager", "fsspec", "gfile")
+
+
+def _path_manager(recv: ast.expr) -> bool:
+    text = terminal(recv).lower()
+    return any(m in text for m in _PATH_MANAGERS)
+
+
 class IOMixin(ExprEval):
     """The IO half of the call classification (mixed into :class:`k8sddp.lint.calls.CallMixin`)."""
 
@@ -68,7 +78,8 @@ class IOMixin(ExprEval):
                 return  # a file object or buffer: its open() is checked itself
             self.io_event("write", q, node, path)
             return
-        if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and q.endswith("Path.open")):
+        if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and (
+                q.endswith("Path.open") or _path_manager(recv_node))):
             mode_node = arg_of(node, 1, "mode") if q != "Path.open" else arg_of(node, 0, "mode")
             mode = mode_node.value if isinstance(mode_node, ast.Constant) and isinstance(mode_node.value, str) else "r"
             path = arg_of(node, 0, "file")

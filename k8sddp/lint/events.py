@@ -45,6 +45,8 @@ class Event:
         callee: for a call of a project function, its key; ``callee_args``: that function's
             parameters and the argument expressions the call gives them (the default where
             it gives none), for :mod:`k8sddp.lint.quiet`.
+        fenced: for ``cwrite``, a collective follows the write inside the callee (lit-llama's
+            ``save_model_checkpoint``: rank-0 ``torch.save``, then ``fabric.barrier()``).
     """
 
     kind: str
@@ -66,6 +68,7 @@ class Event:
     class_cause: ast.AST | None = None
     callee: str = ""
     callee_args: tuple[tuple[str, ast.expr | None], ...] = ()
+    fenced: bool = False
 
     @property
     def line(self) -> int:
@@ -86,6 +89,8 @@ class WriteSum:
         what: the writer (``torch.save``, ``wandb.init``).
         line: its line; ``path``: its path expression (``None`` when it has none).
         module: the file it is in.
+        fenced: a collective follows the write in the function (its barrier, or the next
+            all-reduce), so KDP512 is decided there, not at the call sites.
     """
 
     param: str | None
@@ -95,6 +100,7 @@ class WriteSum:
     line: int
     path: ast.expr | None
     module: str
+    fenced: bool = False
 
 
 def delegated(e: Event, params: tuple[str, ...], entry_mask: int) -> str | None:
@@ -178,11 +184,23 @@ def cond_text(node: ast.AST | None, limit: int = 70) -> str:
 _CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
 
 
+def _binary_write_open(node: ast.AST) -> bool:
+    """``open(path, "wb")`` (or ``"xb"``, ``"ab"``, a path manager's ``.open(path, "wb")``): what
+    model files are written through (``torch.save(state, f)``, ``pickle.dump(snapshot, f)``,
+    ``model.tofile(f)``), unlike the text opens of logs and settings."""
+    if not isinstance(node, ast.Call):
+        return False
+    mode = next((k.value for k in node.keywords if k.arg == "mode"), node.args[1] if len(node.args) > 1 else None)
+    text = mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else ""
+    return "b" in text and any(c in text for c in "wxa")
+
+
 def is_checkpoint(e: Event) -> bool:
     """True for an event that writes a checkpoint (what KDP512 fences): a known checkpoint
-    writer, a project function whose name says it saves, or a rank-0-only write (``write0``)."""
+    writer, a binary open for writing (:func:`_binary_write_open`), a project function whose
+    name says it saves, or a rank-0-only write (``write0``)."""
     if e.kind == "write":
-        return e.op.endswith(_CHECKPOINT_WRITERS)
+        return e.op.endswith(_CHECKPOINT_WRITERS) or (e.op == "open" and _binary_write_open(e.node))
     if e.kind == "cwrite":
         return any(word in e.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot"))
     return e.kind == "write0"
@@ -195,7 +213,7 @@ def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
     guard) with no collective after it in the function, else ``""``."""
     for e in events:
         on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask)
-        if not is_checkpoint(e) or e.many is not None or not on_zero:
+        if not is_checkpoint(e) or e.many is not None or not on_zero or e.fenced:
             continue
         if any(c.kind == "coll" for c in events[e.seq + 1:]):
             return ""  # fenced there, or reported there

@@ -60,6 +60,10 @@ def _const_ints(node: ast.expr) -> list[int] | None:
     return None
 
 
+#: Calls whose result tests the numbers of a tensor (per-rank data stays rank-dependent under
+#: ``if flag:`` when the flag came from one of these; see values.structural_test).
+_VALUE_TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "any", "all", "item", "allclose",
+                          "equal", "isclose", "eq", "ne", "gt", "lt", "ge", "le", "tolist"})
 _WORLD_SIZE_NAMES = frozenset({"get_world_size", "world_size", "num_processes", "WORLD_SIZE"})
 
 
@@ -304,6 +308,8 @@ class ExprEval(abc.ABC):
         left = self.expr(node.left)
         rights = [self.expr(c) for c in node.comparators]
         out = join(left, *rights).data_only()
+        if out is not UNIFORM and not out.inspected and not all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            out = dataclasses.replace(out, inspected=True)  # a test of numbers, not of identity
         if not out.kind:
             flag = _world_size_test(node)
             return dataclasses.replace(out, distflag=flag) if flag else out
@@ -373,7 +379,11 @@ class ExprEval(abc.ABC):
         return out.with_kind("other")
 
     def _e_Call(self, node: ast.Call) -> Val:
-        return self.call(node)
+        v = self.call(node)
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if v is not UNIFORM and not v.inspected and name in _VALUE_TESTS:
+            return dataclasses.replace(v, inspected=True)
+        return v
 
     def _e_NamedExpr(self, node: ast.NamedExpr) -> Val:
         v = self.expr(node.value)

@@ -88,7 +88,7 @@ class Walker(CallMixin):
         self.uses_rank = False
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
-        self.one_guard = 0
+        self.one_guard = 1 if func.launches else 0  # a launcher runs once, in the parent process
         #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
         self.dist_facts: dict[str, bool] = {}
         self.dist_depth = 0
@@ -187,7 +187,7 @@ class Walker(CallMixin):
         self.events.append(ev)
 
     def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:
-        cm = condition_classes(test_val)
+        cm = condition_classes(test_val, test)
         if cm == MANY and self.mask == Z:
             cm = ALL
         if cm != MANY and test_val.partial and not positive:
@@ -312,7 +312,7 @@ class Walker(CallMixin):
             test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
         elif not test.distflag and test.kind is None and (flag := self.dist_fact(s.test)):
             test = dataclasses.replace(test, distflag=flag)  # `if not opt.evolve:` (branches.py)
-        cm = condition_classes(test)
+        cm = condition_classes(test, s.test)
         if test.kind:
             self.uses_rank = True
         before = self.save()

@@ -165,7 +165,7 @@ RANK_ENV: dict[str, str] = {
 #: Functions (terminal name) returning a rank-dependent value, when not defined in the project
 #: (torch.distributed, torchvision references, Accelerate, transformers, timm ``is_primary``).
 RANK_FUNCTIONS: dict[str, str] = {
-    "get_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
+    "get_rank": "rank", "Get_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
     "get_node_local_rank": "local", "get_local_ordinal": "local",
     "is_main_process": "zero", "is_master": "zero", "is_rank_zero": "zero", "is_rank_0": "zero",
     "is_primary": "zero", "is_local_primary": "lzero",
@@ -244,10 +244,18 @@ DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpoch
 #: Framework process-group setup whose default timeout is explicit in the framework (1800 s):
 #: deepspeed.init_distributed (deepspeed/comm/comm.py timeout=default_pg_timeout, 30 min) and
 #: Lightning's strategies (lightning/fabric/plugins/collectives/torch_collective.py
-#: default_pg_timeout = timedelta(seconds=1800)).
+#: default_pg_timeout = timedelta(seconds=1800)). XLAStrategy and XLAFSDPStrategy take no timeout (the XLA
+#: runtime sets it up), so nothing can be passed there.
 FRAMEWORK_PG_SETUP = frozenset(
-    {"init_distributed", "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy", "ModelParallelStrategy", "XLAStrategy"}
+    {"init_distributed", "DDPStrategy", "FSDPStrategy", "DeepSpeedStrategy", "ModelParallelStrategy"}
 )
+
+#: mpi4py's collectives on the world communicator (``MPI.COMM_WORLD.bcast``: guided-diffusion and
+#: improved-diffusion load checkpoints through them); every rank of the communicator must call
+#: them, as with torch.distributed (mpi4py docs, "Collective Communication").
+MPI_COMM_PREFIXES: tuple[str, ...] = ("mpi4py.MPI.COMM_WORLD.", "MPI.COMM_WORLD.")
+MPI_COLLECTIVES = frozenset({"bcast", "Bcast", "allreduce", "Allreduce", "reduce", "Reduce", "allgather", "Allgather",
+                             "gather", "Gather", "scatter", "Scatter", "barrier", "Barrier", "alltoall", "Alltoall"})
 
 #: Rank kinds that say "am I this rank" (a flag), not a rank number.
 TEST_KINDS = frozenset({"zero", "nzero", "lzero", "nlzero", "one"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import errno
+import functools
 import io
 import os
 import stat
@@ -43,6 +44,17 @@ class FuncInfo:
     module: Module
     cls: str = ""
     params: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def launches(self) -> bool:
+        """The function starts the worker processes itself (``torch.multiprocessing.spawn``,
+        ``start_processes``, ``xmp.spawn``): its own code runs once, in the launching parent
+        process (StyleGAN2-ADA's ``main`` writes ``training_options.json`` there)."""
+        if isinstance(self.node, ast.Module):
+            return False
+        return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
+                   and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id) in ("spawn", "start_processes")
+                   for n in ast.walk(self.node))
 
 
 @dataclasses.dataclass(eq=False)
@@ -208,6 +220,8 @@ class Project:
         self._here: dict[str, str] = {}
         self._real_dirs: dict[str, str] = {}
         self._install_root: Path | None | bool = False  # False: not looked for yet
+        self._root_marked: bool | None = None
+        self._repo_parents: list[Path] | None = None
 
     def _resolve(self, path: str) -> str:
         """``str(Path(path).resolve())``, with each folder resolved once."""
@@ -280,6 +294,10 @@ class Project:
             above = self.install_root()
             if above is not None:  # the package at the top, or in the src layout (`src/<package>`)
                 anchors.extend((str(above), os.path.join(str(above), "src")))
+            elif not self.root_is_package():  # a repository run from its top as `python train.py`
+                # (StyleGAN2-ADA's `training/` imports `torch_utils` and `metrics` from one folder
+                # up, and nothing is packaged): the folders above the root
+                anchors.extend(str(up) for up in self.repo_parents())
         for a in anchors:
             c = os.path.join(a, rel) if rel else a
             if base and _is_file(c + ".py"):
@@ -287,6 +305,25 @@ class Project:
             if _is_file(os.path.join(c, "__init__.py")):
                 return self._load(os.path.join(c, "__init__.py"))
         return None
+
+    def repo_parents(self) -> list[Path]:
+        """The folders above the root a script of this repository may import from: at most
+        :data:`_INSTALL_DEPTH` of them, and none above the one holding ``.git`` (the checkout's
+        top), so that a module outside the repository is never taken for project code."""
+        if self._repo_parents is None:
+            self._repo_parents = []
+            if not (self.root / ".git").exists():
+                for up in list(self.root.parents)[:_INSTALL_DEPTH]:
+                    self._repo_parents.append(up)
+                    if (up / ".git").exists():
+                        break
+        return self._repo_parents
+
+    def root_is_package(self) -> bool:
+        """Whether the root itself holds a ``setup.py``, ``setup.cfg`` or ``pyproject.toml``."""
+        if self._root_marked is None:
+            self._root_marked = any((self.root / m).is_file() for m in _INSTALL_MARKERS)
+        return self._root_marked
 
     def install_root(self) -> Path | None:
         """The nearest folder above the root (at most :data:`_INSTALL_DEPTH` up) that holds a

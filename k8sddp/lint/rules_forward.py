@@ -77,7 +77,7 @@ class _Tensors:
             f = node.func
             if isinstance(f, ast.Attribute) and f.attr in _SHAPE_METHODS:
                 return False
-            if isinstance(f, ast.Name) and f.id in _NON_TENSOR_CALLS:
+            if isinstance(f, ast.Name) and (f.id in _NON_TENSOR_CALLS or _identity_test(self.mod, f.id)):
                 return False
             if isinstance(f, ast.Attribute) and self.valued(f.value):
                 return True
@@ -103,6 +103,24 @@ class _Tensors:
             q = dotted(node.func, self.mod.aliases) or ""
             return q.split(".")[-1] in ("isnan", "isinf", "isfinite", "bool", "eq", "ne", "gt", "lt", "ge", "le")
         return False
+
+
+def _identity_test(mod: Module, name: str) -> bool:
+    """``name`` is a function of ``mod`` that only tests what its argument is: its body (after a
+    docstring) is ``return x is not None`` / ``is None`` / ``isinstance(...)`` or a negation
+    (the ``exists(x)`` helper of lucidrains' models, used as ``if exists(time_emb):``)."""
+    f = mod.functions.get(name)
+    if f is None or isinstance(f.node, ast.Module):
+        return False
+    body = [b for b in f.node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return False
+    test = body[0].value
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops)
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id in ("isinstance", "callable")
 
 
 def check_forward(mod: Module) -> list[Raw]:

@@ -129,13 +129,44 @@ def _every_rank_left(e: Event, entry_mask: int) -> bool:
     return e.many is None or (e.cause_is_exit and e.many is e.cause)
 
 
+def _holds(st: ast.AST, node: ast.AST) -> bool:
+    return any(n is node for n in ast.walk(st))
+
+
+def _exits_between(stmts: list[ast.stmt], write: ast.AST, coll: ast.AST) -> bool:
+    """Whether the path from ``write`` to ``coll`` (a later event of one function body
+    ``stmts``) always leaves the function first: the statement holding the write, or one after it
+    in an enclosing block before the block reaches ``coll``, is a ``return``/``raise``. Inside a
+    loop the search stops at the loop (the next iteration comes first)."""
+    for i, st in enumerate(stmts):
+        if not _holds(st, write):
+            continue
+        if isinstance(st, (ast.Return, ast.Raise)):
+            return True
+        if isinstance(st, (ast.For, ast.AsyncFor, ast.While)):
+            return _exits_between(st.body, write, coll) if not _holds(st.body[0], coll) else False
+        blocks = [b for b in (getattr(st, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
+        blocks += [h.body for h in getattr(st, "handlers", ())]
+        for block in blocks:
+            if (block and isinstance(block[0], ast.stmt) and any(_holds(b, write) for b in block)
+                    and _exits_between(block, write, coll)):
+                return True
+        for later in stmts[i + 1:]:
+            if isinstance(later, (ast.Return, ast.Raise)):
+                return True
+            if _holds(later, coll):
+                return False
+        return False
+    return False
+
+
 def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
     no barrier in between (in the function, or in the next iteration of the loop around both)."""
     out: list[Raw] = []
     events = w.events
     for wr in events:
-        if not is_checkpoint(wr):
+        if not is_checkpoint(wr) or wr.fenced:  # a helper that fences its own write
             continue
         wmask = (wr.mask & ctx.mask & Z) if wr.kind == "write0" else (wr.mask & ctx.mask)
         # under a condition of unknown shape (`not args.multiprocessing_distributed or rank == 0`)
@@ -150,6 +181,8 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         if not after or after[0].op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
             continue
         nxt = after[0]
+        if nxt.seq > wr.seq and _exits_between(w.func.node.body, wr.node, nxt.node):
+            continue  # `return save(...)`: the writer leaves before that collective (DINOv2 eval-only)
         out.append(at("KDP512", wr.node,
                       f"{wr.op}() runs on some ranks only, and every rank then enters {nxt.detail or nxt.op} "
                       f"(line {nxt.line}) with no barrier in between: the others wait there while the checkpoint "

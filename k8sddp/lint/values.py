@@ -13,11 +13,12 @@ rank-dependent in a way these classes cannot express (``rank % 2 == 0``, a per-r
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 
 __all__ = [
     "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join", "join_kind",
-    "merge_envs", "negate_kind", "truth_kind",
+    "merge_envs", "negate_kind", "structural_test", "truth_kind",
 ]
 
 Z, LZ, N = 1, 2, 4
@@ -54,12 +55,38 @@ def truth_kind(kind: str | None) -> str | None:
     return kind
 
 
-def condition_classes(val: Val) -> int:
+def condition_classes(val: Val, test: ast.expr | None = None) -> int:
     """Classes on which a condition with value ``val`` is true. A condition on per-rank data
-    (the output of a wrapped model's forward: each rank has its own batch) is ``MANY``."""
+    (the output of a wrapped model's forward: each rank has its own batch) is ``MANY``, unless
+    ``test`` (the condition's expression) only asks after the value's shape: see
+    :func:`structural_test`."""
     if val.kind is None and val.ddp_out:
-        return MANY
+        return ALL if test is not None and structural_test(test, val.inspected) else MANY
     return classes_of(val.kind)
+
+
+def structural_test(test: ast.expr, inspected: bool = False) -> bool:
+    """Whether the condition ``test`` asks after what a value *is* rather than what numbers it
+    holds: a bare name or attribute (``if perform_backward:``, a flag a training step returns
+    next to its loss), its negation, ``x is None`` / ``x is not None``, ``isinstance(x, T)``,
+    and ``and``/``or`` of these. On per-rank data these are decided by the code path and the
+    configuration, which every rank shares (SlowFast's ``loss, loss_extra = loss`` ... ``if
+    loss_extra:``); a comparison, ``.item()``, ``torch.isfinite(...)`` or any other call
+    inspects the values and stays rank-dependent (``if loss > 10:``, ``if not
+    torch.isfinite(loss):``), and so does a name holding the outcome of such a test
+    (:attr:`Val.inspected`: ``bad = torch.isnan(loss).any()`` ... ``if bad:``; ``inspected``
+    is that flag of the condition's value). ``is None`` and ``isinstance`` stay structural.
+    """
+    if isinstance(test, (ast.Name, ast.Attribute)):
+        return not inspected
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return structural_test(test.operand, inspected)
+    if isinstance(test, ast.BoolOp):
+        return all(structural_test(v, inspected) for v in test.values)
+    if isinstance(test, ast.Compare):
+        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops) and all(
+            isinstance(c, ast.Constant) and c.value is None for c in test.comparators)
+    return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
 
 
 def classes_of(kind: str | None) -> int:
@@ -100,6 +127,10 @@ class Val:
         distflag: 1 for a condition true exactly when the job is distributed (``RANK != -1``,
             ``dist.is_initialized()``), -1 for its negation, 0 otherwise. Under a distributed
             run only one arm of such an ``if`` runs, so only its values flow on.
+        inspected: the value is the outcome of a test of numbers (a comparison, ``isfinite``,
+            ``isnan``, ``.any()``, ``.item()``), not merely carried along: on per-rank data such
+            a value stays rank-dependent even under a bare ``if flag:`` (see
+            :func:`structural_test`).
     """
 
     rank: str | None = None
@@ -112,6 +143,7 @@ class Val:
     partial: bool = False
     synced: bool = False
     distflag: int = 0
+    inspected: bool = False
 
     @property
     def kind(self) -> str | None:
@@ -130,7 +162,8 @@ class Val:
         """The value without object identity (wrapped, framework, group), as after arithmetic."""
         if self.rank is None and self.prank is None and not self.params and not self.ddp_out and not self.synced:
             return UNIFORM
-        return Val(self.rank, self.prank, self.params, None, self.ddp_out, None, frozenset(), synced=self.synced)
+        return Val(self.rank, self.prank, self.params, None, self.ddp_out, None, frozenset(), synced=self.synced,
+                   inspected=self.inspected)
 
 
 UNIFORM = Val()
@@ -149,7 +182,7 @@ def join(*vals: Val) -> Val:
     wrapped = fw = None
     ddp_out = False
     group: frozenset[str] = frozenset()
-    synced = False
+    synced = inspected = False
     for v in vals:
         rank = join_kind(rank, v.rank)
         prank = join_kind(prank, v.prank)
@@ -159,7 +192,8 @@ def join(*vals: Val) -> Val:
         ddp_out = ddp_out or v.ddp_out
         group |= v.group
         synced = synced or v.synced
-    return Val(rank, prank, params, wrapped, ddp_out, fw, group, synced=synced)
+        inspected = inspected or v.inspected
+    return Val(rank, prank, params, wrapped, ddp_out, fw, group, synced=synced, inspected=inspected)
 
 
 def merge_envs(a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False) -> dict[str, Val]:

@@ -8,11 +8,14 @@ Public API::
     to_yaml(objects) -> str                      deterministic YAML
 """
 
-from .engine import RenderResult, render_runtime, render_spec, to_yaml
+from .engine import RenderResult, render_spec, to_yaml
 from .spec import apply_sets, check_spec, load_spec
+from .specwrapper import DDPJOB
 from .targets import TARGETS, Target, register_target
+from .trainer import render_runtime
 
 __all__ = [
+    "DDPJOB",
     "RenderResult",
     "TARGETS",
     "Target",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
+from .trainer import render_runtime, trainjob_context
 
 __all__ = ["TARGETS", "Target", "get_target", "no_companions", "register_target"]
 
@@ -72,14 +73,10 @@ def _pytorchjob(ddp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
 
 
 def _trainjob(ddp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
-    from .trainer import trainjob_context
-
     return trainjob_context(ddp, model)
 
 
 def _default_runtime() -> list[dict[str, Any]]:
-    from .engine import render_runtime
-
     return render_runtime().objects
 
 

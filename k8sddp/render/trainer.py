@@ -15,13 +15,14 @@ import copy
 from typing import Any
 
 from .. import guardvars as gv
-from ..errors import SpecError
+from ..errors import SpecError, ValidationError
 from ..kinds.trainermerge import ANCESTOR_LABEL, ANCESTOR_TRAINER, NODE
 from ..kinds.trainerpolicy import DEFAULT_MAX_RESTARTS, jobset_failure_policy, pod_failure_policy
 from ..schemagen_trainer import RESERVED_ENV, TRAINER_GROUP
 from .model import CONTAINER, DEFAULTS, launch_command
+from .output import RenderResult, failing_findings, render_text
 
-__all__ = ["DEFAULT_RUNTIME", "RUNTIME_ARTIFACT_CLAIM", "RUNTIME_ARTIFACT_MOUNT", "runtime_context", "trainjob_context"]
+__all__ = ["DEFAULT_RUNTIME", "RUNTIME_ARTIFACT_CLAIM", "RUNTIME_ARTIFACT_MOUNT", "render_runtime", "runtime_context", "trainjob_context"]
 
 #: The name of the runtime ``k8sddp runtime render`` writes and ``render --target trainjob`` refers to.
 DEFAULT_RUNTIME = "k8sddp-torch"
@@ -166,3 +167,19 @@ def runtime_context(
             {"name": "artifacts", "persistentVolumeClaim": {"claimName": artifact_claim}},
         ],
     }
+
+
+def render_runtime(**options: Any) -> RenderResult:
+    """The guarded ClusterTrainingRuntime (:func:`runtime_context` names the
+    options), checked under ``strict``.
+
+    Raises:
+        SpecError: an unusable option.
+        ValidationError: the output fails its own check (a k8sddp bug).
+    """
+    objects, text = render_text("clustertrainingruntime.yaml.j2", runtime_context(**options))
+    failing = failing_findings(objects, [])
+    if failing:
+        details = "; ".join(f"{f.rule_id} {f.path}: {f.message}" for f in failing)
+        raise ValidationError(f"the rendered runtime fails its own guardrails: {details}", failing)
+    return RenderResult(objects=objects, text=text)

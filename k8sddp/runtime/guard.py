@@ -41,6 +41,7 @@ from . import exitcodes as ec
 from .artifacts import RunDir
 from .budgets import PUBLISH_EVERY_S, BudgetLearner, LearningHeartbeat
 from .config import RuntimeConfig
+from .failures import classify
 from .report import Reporter
 from .watchdog import Heartbeat, Stall, Watchdog
 
@@ -299,7 +300,6 @@ class Guard:
             kind = "exception"
             if "torch.distributed" in sys.modules:
                 with contextlib.suppress(Exception):
-                    from .worker import classify
                     kind = classify(exc)
             code = ec.HANG if kind == "comm" else ec.TASK_ERROR
             if kind == "comm":

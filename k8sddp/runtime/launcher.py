@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -165,6 +165,11 @@ class Launcher:
         command: the command to run (``torchrun ... -m k8sddp train --task ...``).
         env: the pod's environment (default ``os.environ``).
         out, err: where the command's stdout/stderr are copied (binary streams).
+        analyse: the shared analysis of an attempt's records,
+            ``(run folder, *, node, nnodes, log_tail, wait_s) -> Diagnosis``
+            (:func:`k8sddp.diagnose.live.launcher_view`, which ``k8sddp launch`` passes); ``None``:
+            the launcher's own verdict from this node's records. Passed in, not imported, so the
+            runtime imports nothing of k8sddp beyond itself and the contract.
     """
 
     def __init__(
@@ -174,6 +179,7 @@ class Launcher:
         *,
         out: IO[bytes] | None = None,
         err: IO[bytes] | None = None,
+        analyse: Callable[..., Any] | None = None,
     ) -> None:
         if not command:
             raise UsageError("no command given (usage: k8sddp launch -- torchrun ...)")
@@ -181,6 +187,7 @@ class Launcher:
         self.env = dict(os.environ if env is None else env)
         self.out = out if out is not None else sys.stdout.buffer
         self.err = err if err is not None else sys.stderr.buffer
+        self.analyse = analyse
         self.signalled: int | None = None
         self.child: subprocess.Popen[bytes] | None = None
         self.run_dir: RunDir | None = None
@@ -356,14 +363,14 @@ class Launcher:
     def _diagnose(self, run: RunDir, node: int, tail: collections.deque[str]) -> Any:
         """The shared analysis (:mod:`k8sddp.diagnose`) of this attempt and, on a shared volume,
         the other nodes' (waiting at most ``K8SDDP_PEER_WAIT_SECONDS``); ``None`` if it fails (the
-        launcher's own verdict then stands, with a warning)."""
-        from ..diagnose.live import launcher_view
-
+        launcher's own verdict then stands, with a warning); ``None`` without one (``analyse``)."""
+        if self.analyse is None:
+            return None
         raw = torchrun_flag(self.command, "--nnodes") or self.env.get("PET_NNODES") or "1"
         nnodes = int(raw.split(":")[-1]) if raw.split(":")[-1].isdigit() else 1
         wait = _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0, maximum=120.0)  # checked in _prepare
         try:
-            return launcher_view(run.path, node=node, nnodes=nnodes, log_tail=list(tail),
+            return self.analyse(run.path, node=node, nnodes=nnodes, log_tail=list(tail),
                                  wait_s=wait)
         except Exception as exc:  # the diagnosis must never cost the pod its exit code
             self._warn(f"diagnosis failed ({type(exc).__name__}: {exc}); using this node's records only")
@@ -472,6 +479,8 @@ class Launcher:
         return outcome.code
 
 
-def launch(command: Sequence[str], env: Mapping[str, str] | None = None) -> int:
-    """Run ``command`` under the launcher and return the pod's exit code (:class:`Launcher`)."""
-    return Launcher(command, env).run()
+def launch(command: Sequence[str], env: Mapping[str, str] | None = None, *,
+           analyse: Callable[..., Any] | None = None) -> int:
+    """Run ``command`` under the launcher and return the pod's exit code (:class:`Launcher`;
+    ``analyse`` as there)."""
+    return Launcher(command, env, analyse=analyse).run()

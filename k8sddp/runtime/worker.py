@@ -33,33 +33,11 @@ from .. import guardvars as gv
 from ..errors import UsageError
 from . import exitcodes as ec
 from .artifacts import RunDir
+from .failures import classify
 from .guard import Guard
 from .report import Reporter
 from .stop import StopController
 from .task import Task, load_task
-
-#: Substrings of gloo/NCCL errors that mean "a peer or the network failed", not a bug.
-COMM_PATTERNS = ("Connection closed by peer", "Connection reset by peer", "Timed out waiting",
-                 "Broken pipe", "NCCL", "Socket Timeout", "timed out", "Connection refused",
-                 "ProcessGroup", "DistBackendError", "c10d")
-
-
-def classify(exc: BaseException) -> str:
-    """``"comm"`` for a collective/store/network failure (retryable), ``"exception"`` otherwise."""
-    import torch.distributed as dist
-
-    from .ioguard import Rank0IOTimeout
-
-    comm_types: tuple[type[BaseException], ...] = (Rank0IOTimeout,)
-    for name in ("DistError", "DistBackendError", "DistNetworkError", "DistStoreError"):
-        t = getattr(dist, name, None)
-        if isinstance(t, type):
-            comm_types += (t,)
-    if isinstance(exc, comm_types):
-        return "comm"
-    if type(exc) is RuntimeError and any(p in str(exc) for p in COMM_PATTERNS):
-        return "comm"
-    return "exception"
 
 
 def _int_env(env: Mapping[str, str], name: str, default: int) -> int:

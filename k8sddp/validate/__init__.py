@@ -15,6 +15,9 @@ Rules: :mod:`k8sddp.catalogue`; schemas: ``schemas/pytorchjob.{structure,baselin
 
 from __future__ import annotations
 
+# (the render package registers the DDPJob wrapper, which validates a spec by rendering it:
+# k8sddp/render/specwrapper.py; render imports the engine below, never this package's names)
+from .. import render as _render  # noqa: F401
 from ..findings import Report
 from .engine import check_profile, check_text, expand_paths, validate_objects, validate_paths
 from .exemptions import Config, load_config

@@ -17,7 +17,8 @@ import jsonschema_rs
 
 from .. import guardvars as gv
 from ..resources import load_schema
-from ..schemagen import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY, container_rules
+from ..schemabase import RULE_KEY, SAFETY_NET_OFF, UNRESOLVED_KEY
+from ..schemagen import container_rules
 from .envchecks import hide_credential_values
 from .envresolve import ConfigMapIndex, EnvValue, effective_env
 from .jobparts import MAPPING as _MAPPING

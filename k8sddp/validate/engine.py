@@ -14,13 +14,12 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import kinds
 from ..catalogue import PROFILES, RULES
 from ..errors import UsageError
 from ..findings import Finding, Report
-from ..kinds.wrappers import Inner
 from .envresolve import ConfigMapIndex
 from .exemptions import Config, annotation_exemptions
 from .fromcluster import ReferenceReader, resolve_from_cluster
@@ -28,6 +27,9 @@ from .objindex import ObjectIndex
 from .rawfinding import RawFinding, json_path
 from .templates import GO_ACTION, go_action_line, helm_message, template_findings
 from .yamlio import MAX_INPUT_BYTES, Document, Locator, alias_problem, decode, load_documents
+
+if TYPE_CHECKING:
+    from ..kinds.base import Inner
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 #: Below this many files the process pool costs more than it saves.

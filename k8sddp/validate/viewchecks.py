@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import guardvars as gv
-from ..schemagen import SAFETY_NET_OFF
+from ..schemabase import SAFETY_NET_OFF
 from .checks import _env_message
 from .envresolve import EnvValue
 from .jobparts import MAPPING, as_list

@@ -27,9 +27,22 @@ def test_helper_found_in_the_installed_package_above() -> None:
     assert expected and _found(script) == expected
 
 
-def test_without_a_project_marker_the_package_is_not_guessed(tmp_path: Path) -> None:
+def test_without_a_project_marker_the_folders_above_are_tried(tmp_path: Path) -> None:
+    """A repository that is not packaged is run from its top (``python training/main.py``): its
+    packages one or two folders up are project code (StyleGAN2-ADA's ``torch_utils``)."""
     copy = tmp_path / "proj"
     shutil.copytree(CASE, copy)
     (copy / "setup.py").unlink()
-    got = _found(copy / SCRIPT)
+    (copy / ".git").mkdir()
+    script = copy / SCRIPT
+    assert _found(script) == expected_in_file(script, str(script))
+
+
+def test_a_package_outside_the_checkout_is_not_project_code(tmp_path: Path) -> None:
+    """The search stops at the folder holding ``.git``: the helper package sits above the
+    checkout, so it is not read, and the save it does is not seen."""
+    shutil.copytree(CASE, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "setup.py").unlink()
+    (tmp_path / "training" / ".git").mkdir()
+    got = _found(tmp_path / SCRIPT)
     assert not any(rule == "KDP512" for _, _, rule in got), got
