@@ -22,7 +22,7 @@ from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
 from .scopes import NodeFacts, local_names, loop_carried
-from .values import ALL, LZ, UNIFORM, Val, Z, join
+from .values import ALL, LZ, UNIFORM, Val, Z, join, join_items
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
 
@@ -221,7 +221,7 @@ class Analyzer:
                 self.walkers[f.key] = w
                 colls = [e for e in w.events if e.kind == "coll"]
                 summ = Summary(
-                    ret=w.return_val(),
+                    ret=w.return_val(), ret_items=join_items(w.return_items),
                     sig=tuple(e.op for e in colls)[:8],
                     first=(colls[0].detail, colls[0].line) if colls else ("", 0),
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),

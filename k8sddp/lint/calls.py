@@ -22,7 +22,7 @@ from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
 from .exprs import env_key, env_name
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
-from .values import ALL, UNIFORM, Val, join, join_kind
+from .values import ALL, UNIFORM, Val, join, substitute
 
 if TYPE_CHECKING:
     from .events import Event, WriteSum
@@ -78,6 +78,7 @@ class CallMixin(IOMixin):
     param_io: set[tuple[str, str]]
     file_objects: set[str]
     instances: dict[str, tuple[Module, str]]
+    last_items: tuple[ast.Call, list[Val]] | None
     inits_pg: bool
 
     @abc.abstractmethod
@@ -192,23 +193,9 @@ class CallMixin(IOMixin):
         ret = summ.ret
         if summ.ret_by is not None and (flag := literal(args.get(summ.ret_by[0]))) is not NOT_LITERAL:
             ret = summ.ret_by[1] if flag else summ.ret_by[2]  # `is_master(args)`: local=False
-        rank, prank = ret.rank, None
-        wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
-        params_out: frozenset[str] = frozenset()
-        for p in ret.params:
-            a = mapping.get(p)
-            if a is None:
-                continue
-            if a.rank:
-                rank = join_kind(rank, ret.prank or a.rank)
-            if a.prank:
-                prank = join_kind(prank, ret.prank or a.prank)
-            wrapped = wrapped or a.wrapped
-            ddp_out = ddp_out or a.ddp_out
-            fw = fw or a.fw
-            params_out |= a.params
-        synced = ret.synced and rank is None and prank is None and not ddp_out
-        return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced, inspected=ret.inspected)
+        elif summ.ret_items is not None:  # `ddp, rank, ... = compute_init()`: see tuple_parts
+            self.last_items = (node, [substitute(v, mapping) for v in summ.ret_items])
+        return substitute(ret, mapping)
 
     def call_writes(self, node: ast.Call, f: FuncInfo, params: list[str], mapping: dict[str, Val],
                     writes: tuple[WriteSum, ...]) -> None:
@@ -471,6 +458,8 @@ class CallMixin(IOMixin):
         ``fabric.setup``, ``deepspeed.initialize``), or ``None``."""
         if not isinstance(node, ast.Call):
             return None
+        if self.last_items is not None and self.last_items[0] is node and len(self.last_items[1]) == n:
+            return self.last_items[1]  # a project function returning a tuple (project_call)
         last = _terminal(node.func)
         q = self._dotted(node.func) or ""
         if q == "deepspeed.initialize":

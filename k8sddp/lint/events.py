@@ -134,6 +134,8 @@ class Summary:
         ret_by: for a function whose one ``return`` is ``a if param else b``: the parameter and
             the values of ``a`` and ``b`` (a call with a literal for it gets one of them).
         init_pg: it initialises the process group (``init_process_group``, directly or in a callee).
+        ret_items: position by position, what it returns when every ``return`` gives a tuple of
+            one length (:func:`k8sddp.lint.values.join_items`).
         quiet: ``(parameter, literal)`` pairs for which it runs none of its collectives
             (:func:`k8sddp.lint.quiet.quiet_pairs`).
     """
@@ -147,6 +149,7 @@ class Summary:
     quiet: tuple[tuple[str, object], ...] = ()
     ret_by: tuple[str, Val, Val] | None = None
     init_pg: bool = False
+    ret_items: tuple[Val, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

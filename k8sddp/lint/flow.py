@@ -84,6 +84,8 @@ class Walker(CallMixin):
         self.silent = 0
         self.events: list[Event] = []
         self.returns: list[Val] = []
+        self.return_items: list[tuple[Val, ...] | None] = []  # per return: its tuple's values
+        self.last_items: tuple[ast.Call, list[Val]] | None = None  # calls.tuple_parts
         self.rank_exits: list[tuple[int, ast.AST]] = []  # (mask, stmt) of rank-dependent function exits
         self.uses_rank = False
         self.last_exit: ast.AST | None = None
@@ -281,8 +283,14 @@ class Walker(CallMixin):
         self.assign(s.target, join(cur, val).data_only(), None)
 
     def _s_Return(self, s: ast.Return) -> None:
-        if s.value is not None:
+        if isinstance(s.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in s.value.elts):
+            items = tuple(self.expr(e) for e in s.value.elts)
+            self.return_items.append(items)
+            self.returns.append(join(*items).data_only())
+        elif s.value is not None:
+            self.return_items.append(None)
             self.returns.append(self.expr(s.value))
+        if s.value is not None:
             self.ret_case = return_case(self, s.value) if len(self.returns) == 1 else None
         self.exit(s, "return")
 

@@ -18,7 +18,7 @@ import dataclasses
 
 __all__ = [
     "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join", "join_kind",
-    "merge_envs", "negate_kind", "structural_test", "truth_kind",
+    "join_items", "merge_envs", "negate_kind", "structural_test", "substitute", "truth_kind",
 ]
 
 Z, LZ, N = 1, 2, 4
@@ -213,3 +213,40 @@ def merge_envs(a: dict[str, Val], b: dict[str, Val], prefer_synced: bool = False
             out[k] = v
     return out
 
+
+
+def substitute(ret: Val, mapping: dict[str, Val]) -> Val:
+    """A function's summarised return value ``ret`` at one call: the rank dependence, wrapping
+    and framework of the arguments (``mapping``: parameter -> the call's value) put in for the
+    parameters it was computed from."""
+    rank, prank = ret.rank, None
+    wrapped, ddp_out, fw = ret.wrapped, ret.ddp_out, ret.fw
+    params_out: frozenset[str] = frozenset()
+    for p in ret.params:
+        a = mapping.get(p)
+        if a is None:
+            continue
+        if a.rank:
+            rank = join_kind(rank, ret.prank or a.rank)
+        if a.prank:
+            prank = join_kind(prank, ret.prank or a.prank)
+        wrapped = wrapped or a.wrapped
+        ddp_out = ddp_out or a.ddp_out
+        fw = fw or a.fw
+        params_out |= a.params
+    synced = ret.synced and rank is None and prank is None and not ddp_out
+    return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced, inspected=ret.inspected)
+
+
+def join_items(returns: list[tuple[Val, ...] | None]) -> tuple[Val, ...] | None:
+    """Position by position, the values of a function whose every ``return`` gives a tuple of
+    one length (``return ddp, rank, local_rank, world_size, device``: nanochat's
+    ``compute_init``), so that ``ddp, rank, ... = f()`` keeps ``ddp`` uniform; ``None`` when a
+    return gives anything else."""
+    if not returns or any(r is None for r in returns):
+        return None
+    first = returns[0]
+    assert first is not None
+    if any(r is not None and len(r) != len(first) for r in returns):
+        return None
+    return tuple(join(*(r[i] for r in returns if r is not None)) for i in range(len(first)))

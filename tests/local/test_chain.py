@@ -61,8 +61,11 @@ def test_watchdog_exit_is_retried_and_the_job_resumes_from_its_checkpoint(cli, t
 
 
 def test_deterministic_hang_ends_final(cli, tmp_path: Path) -> None:
-    res = submit(cli, tmp_path, "tests.local.chain_tasks:stall_always")
+    # one hang restart allowed (the later --set wins): the first hang is retried, the second is
+    # final; with the other tests' 2 a third attempt (two more torchruns) showed nothing new
+    res = submit(cli, tmp_path, "tests.local.chain_tasks:stall_always", "--set", "spec.maxHangRestarts=1")
     assert res.code == 4, res.err[-3000:]
+    assert "exited with code 142 (ExitCode: recreate)" in res.err  # the first hang: retried
     assert "exited with code 10 (ExitCode: fail-job)" in res.err  # HANG_LIMIT: final
     assert "Failed (PyTorchJobFailed)" in res.err
 
