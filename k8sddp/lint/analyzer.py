@@ -21,7 +21,7 @@ from .events import Event, Summary, WriteSum, delegated, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
-from .scopes import local_names, loop_carried
+from .scopes import NodeFacts, local_names, loop_carried
 from .values import ALL, LZ, UNIFORM, Val, Z, join, join_items
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
@@ -96,6 +96,7 @@ class Analyzer:
         self.module_env: dict[str, dict[str, Val]] = {}
         self.spawn_targets: set[str] = set()
         self.walkers: dict[str, Walker] = {}
+        self.facts = NodeFacts()
         self._ctx: dict[str, Context] = {}
         self._locals: dict[str, set[str]] = {}
         self._carried: dict[int, bool] = {}
@@ -179,7 +180,8 @@ class Analyzer:
     def all_modules(self) -> list[Module]:
         """Every module known so far (linted and imported)."""
         mods = list(self.project.modules.values())
-        mods += [m for m in self.project._by_file.values() if m is not None and m not in mods]
+        seen = {id(m) for m in mods}
+        mods += [m for m in self.project._by_file.values() if m is not None and id(m) not in seen]
         return mods
 
     def functions(self) -> list[FuncInfo]:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import abc
 import ast
 import dataclasses
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from . import knowledge as K
+from .project import dotted
 from .values import ALL, LZ, MANY, UNIFORM, N, Val, Z, classes_of, join, negate_kind, truth_kind
 
 if TYPE_CHECKING:
@@ -24,6 +26,8 @@ __all__ = ["ExprEval", "env_key", "kind_of_mask"]
 
 def env_key(node: ast.expr) -> str | None:
     """The environment key of an assignable expression: ``x``, ``args.rank``, ``self.model``."""
+    if node.__class__ is ast.Name:
+        return node.id  # type: ignore[attr-defined]
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -114,6 +118,12 @@ class ExprEval(abc.ABC):
     mod: Module
     env: dict[str, Val]
     locals_: set[str]
+    #: node class -> its ``_e_`` method of this class (or None), filled as classes are met
+    _e_methods: ClassVar[dict[type, Callable[..., Val] | None]] = {}
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._e_methods = {}
 
     # supplied by the walker
     @abc.abstractmethod
@@ -161,11 +171,16 @@ class ExprEval(abc.ABC):
         """The value of ``node`` (UNIFORM for None)."""
         if node is None:
             return UNIFORM
-        method = getattr(self, "_e_" + type(node).__name__, None)
+        table = self._e_methods
+        cls = node.__class__
+        if cls in table:
+            method = table[cls]
+        else:
+            method = table[cls] = getattr(type(self), "_e_" + cls.__name__, None)
         if method is None:
             vals = [self.expr(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
             return join(*vals).data_only() if vals else UNIFORM
-        out: Val = method(node)
+        out: Val = method(self, node)
         return out
 
     def _e_Constant(self, node: ast.Constant) -> Val:
@@ -400,6 +415,4 @@ class ExprEval(abc.ABC):
     _e_ListComp = _e_SetComp = _e_GeneratorExp = _e_DictComp = _comp
 
     def _dotted(self, node: ast.expr) -> str | None:
-        from .project import dotted
-
         return dotted(node, self.mod.aliases)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
@@ -20,16 +21,17 @@ from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .scopes import same_assignments
 from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind, merge_envs
 
 if TYPE_CHECKING:
     from .host import Host
     from .project import FuncInfo, Module
+    from .scopes import NodeFacts
 
 __all__ = ["Walker"]
 
 _EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+_S_METHODS: dict[type, Callable[..., None] | None] = {}  # statement class -> Walker._s_ method
 
 
 def _progress_wrapper(name: str) -> bool:
@@ -37,8 +39,8 @@ def _progress_wrapper(name: str) -> bool:
     return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
 
 
-def _same_expr(a: ast.expr | None, b: ast.expr | None) -> bool:
-    return a is not None and b is not None and type(a) is type(b) and ast.dump(a) == ast.dump(b)
+def _same_expr(a: ast.expr | None, b: ast.expr | None, facts: NodeFacts) -> bool:
+    return a is not None and b is not None and type(a) is type(b) and facts.dump(a) == facts.dump(b)
 
 
 @dataclasses.dataclass
@@ -152,7 +154,7 @@ class Walker(CallMixin):
         self.raw[key] = val
         prev, self.sources[key] = self.sources.get(key), value_node
         if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap \
-                and not (val.kind is None and _same_expr(prev, value_node)):  # `epochs = opt.epochs` once more
+                and not (val.kind is None and _same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val
@@ -176,12 +178,7 @@ class Walker(CallMixin):
             return
         names: set[str] = set()
         for g in self.guards:
-            names.add(ast.unparse(g))
-            for sub in ast.walk(g):
-                if isinstance(sub, ast.Name):
-                    names.add(sub.id)
-                elif isinstance(sub, (ast.Attribute, ast.Subscript, ast.List, ast.Tuple, ast.Call)):
-                    names.add(ast.unparse(sub))
+            names |= self.an.facts.guard_names(g)
         ev = Event(
             kind=kind, op=op, node=node, mask=self.mask, many=self.many, cause=self.cause,
             cause_is_exit=self.cause_is_exit, loops=tuple(self.loops), ordered=self.ordered,
@@ -245,9 +242,13 @@ class Walker(CallMixin):
 
     def stmt(self, s: ast.stmt) -> None:
         """Walk one statement."""
-        method = getattr(self, "_s_" + type(s).__name__, None)
+        cls = s.__class__
+        if cls in _S_METHODS:
+            method = _S_METHODS[cls]
+        else:  # the unbound method, looked up once per statement class
+            method = _S_METHODS[cls] = getattr(type(self), "_s_" + cls.__name__, None)
         if method is not None:
-            method(s)
+            method(self, s)
             return
         for child in ast.iter_child_nodes(s):
             if isinstance(child, ast.expr):
@@ -314,7 +315,7 @@ class Walker(CallMixin):
 
     def _s_If(self, s: ast.If) -> None:
         test = self.expr(s.test)
-        self.test_names.update(n.id for n in ast.walk(s.test) if isinstance(n, ast.Name))
+        self.test_names |= self.an.facts.names_read(s.test)
         if isinstance(s.test, ast.Constant) and not test.distflag:  # `if True:` runs one arm only
             test = dataclasses.replace(test, distflag=1 if s.test.value else -1)
         elif not test.distflag and test.kind is None and (flag := self.dist_fact(s.test)):
@@ -340,7 +341,7 @@ class Walker(CallMixin):
             many = before.many
         results: list[_State] = []
         spans: list[tuple[int, int]] = []
-        same = same_assignments(s) if cm != ALL else set()
+        same = self.an.facts.same_assignments(s) if cm != ALL else frozenset()
         raws: list[dict[str, Val]] = []
         # a value test inside a rank guard (`if rank == 0:` ... `if hooks.stop: return`): the
         # guarded ranks may take either arm, so an exit in it leaves an unknown subset of them
@@ -442,7 +443,7 @@ class Walker(CallMixin):
     _s_AsyncFor = _s_For  # type: ignore[assignment]
 
     def _s_While(self, s: ast.While) -> None:
-        self.test_names.update(n.id for n in ast.walk(s.test) if isinstance(n, ast.Name))
+        self.test_names |= self.an.facts.names_read(s.test)
         self.loop(s, self.expr(s.test), s.body)
 
     def _s_With(self, s: ast.With) -> None:

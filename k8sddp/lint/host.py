@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from .events import Summary
 from .project import FuncInfo, Project
+from .scopes import NodeFacts
 from .values import Val
 
 __all__ = ["Host"]
@@ -27,6 +28,8 @@ class Host(Protocol):
     spawn_targets: set[str]
     class_attrs: dict[tuple[str, str], dict[str, Val]]
     module_env: dict[str, dict[str, Val]]
+    #: per-node syntactic facts, computed once per lint run
+    facts: NodeFacts
 
     def loop_carried(self, loop: ast.AST) -> bool:
         """True when values flow from one iteration of ``loop`` to the next."""

@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import errno
 import functools
 import io
+import os
+import stat
 import tokenize
 from pathlib import Path
+
+from .treewalk import walk, walk_statements
 
 __all__ = ["FuncInfo", "Module", "Project", "dotted"]
 
@@ -78,6 +83,13 @@ class Module:
     class_bases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     body: FuncInfo | None = None
     linted: bool = True
+    _nodes: list[ast.AST] | None = dataclasses.field(default=None, repr=False)
+
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree, in :func:`ast.walk` order (walked once, on first use)."""
+        if self._nodes is None:
+            self._nodes = walk(self.tree)
+        return self._nodes
 
     def all_functions(self) -> list[FuncInfo]:
         """Every function and method of the module, module body first."""
@@ -91,6 +103,9 @@ class Module:
 def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
     """The dotted name of ``a.b.c`` with the first part resolved through ``aliases``; ``None``
     for anything that is not a plain attribute chain."""
+    if node.__class__ is ast.Name:
+        head = node.id  # type: ignore[attr-defined]
+        return aliases.get(head, head) if aliases is not None else head
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -123,7 +138,7 @@ def read_source(data: bytes) -> str:
 def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = True) -> Module:
     """Index a parsed file: its imports, functions, methods and classes."""
     mod = Module(path=path, source=source, tree=tree, linted=linted)
-    for node in ast.walk(tree):
+    for node in walk_statements(tree):  # imports are statements: the expressions need no visit
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
@@ -156,7 +171,7 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
             mod.class_bases[stmt.name] = [d for d in (dotted(b, mod.aliases) for b in stmt.bases) if d]
         elif isinstance(stmt, (ast.If, ast.Try)):
             # functions defined under `if TYPE_CHECKING`/try-import fallbacks: index them too
-            for inner in ast.walk(stmt):
+            for inner in walk_statements(stmt):
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     mod.functions.setdefault(
                         inner.name, FuncInfo(f"{path}::{inner.name}", inner.name, inner, mod, "", _params(inner))
@@ -170,8 +185,25 @@ _INSTALL_MARKERS = ("setup.py", "setup.cfg", "pyproject.toml")
 _INSTALL_DEPTH = 4
 
 
+def _is_file(path: str) -> bool:
+    """``Path(path).is_file()`` without building a ``Path``: errors other than "no such file"
+    (and the like) propagate as they do there."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+            return False
+        raise
+    except ValueError:
+        return False
+
+
 class Project:
     """All modules of one lint run, plus the project files they import (parsed lazily).
+
+    Paths are handled as strings in the resolution of imports (the hot path of a large tree):
+    each folder is resolved (symbolic links followed) once, and the files in it are joined to
+    that, which is what ``Path.resolve`` returns for a file that is not itself a link.
 
     Args:
         root: the project root (the folder of the configuration file, or of the inputs), used to
@@ -180,29 +212,44 @@ class Project:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        self._root = str(self.root)
         self.modules: dict[str, Module] = {}
-        self._by_file: dict[Path, Module | None] = {}
+        self._by_file: dict[str, Module | None] = {}
         self._imports: dict[tuple[str, str, int], Module | None] = {}
-        self._here: dict[str, Path] = {}
+        self._in_dir: dict[tuple[str, str, int], Module | None] = {}
+        self._here: dict[str, str] = {}
+        self._real_dirs: dict[str, str] = {}
         self._install_root: Path | None | bool = False  # False: not looked for yet
         self._root_marked: bool | None = None
         self._repo_parents: list[Path] | None = None
+
+    def _resolve(self, path: str) -> str:
+        """``str(Path(path).resolve())``, with each folder resolved once."""
+        head, name = os.path.split(path)
+        if name in ("", ".", "..") or not head:
+            return str(Path(path).resolve())
+        real_dir = self._real_dirs.get(head)
+        if real_dir is None:
+            real_dir = self._real_dirs[head] = str(Path(head).resolve())
+        joined = os.path.join(real_dir, name)
+        return joined if not os.path.islink(joined) else str(Path(joined).resolve())
 
     def add(self, mod: Module) -> None:
         """Register a parsed module (a linted file)."""
         self.modules[mod.path] = mod
         if mod.path not in ("-", "<stdin>"):
-            self._by_file[Path(mod.path).resolve()] = mod
+            self._by_file[self._resolve(mod.path)] = mod
 
-    def _load(self, file: Path) -> Module | None:
-        file = file.resolve()
+    def _load(self, file: str) -> Module | None:
+        file = self._resolve(file)
         if file in self._by_file:
             return self._by_file[file]
         mod: Module | None = None
         try:
-            if file.stat().st_size <= 2_000_000:
-                text = read_source(file.read_bytes())
-                mod = build_module(str(file), text, ast.parse(text, str(file)), linted=False)
+            if os.stat(file).st_size <= 2_000_000:
+                with open(file, "rb") as fh:
+                    text = read_source(fh.read())
+                mod = build_module(file, text, ast.parse(text, file), linted=False)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
             mod = None
         self._by_file[file] = mod
@@ -210,45 +257,53 @@ class Project:
 
     def resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
         """The project module that ``from <level dots><base> import ...`` in ``mod`` names, or
-        ``None`` when it is not project code (third-party, stdlib, missing). Cached."""
+        ``None`` when it is not project code (third-party, stdlib, missing). Cached, per file
+        and per folder (the answer depends on the importing file's folder only)."""
         key = (mod.path, base, level)
         if key not in self._imports:
-            self._imports[key] = self._resolve_import(mod, base, level)
+            here = self._here.get(mod.path)
+            if here is None:
+                here = self._here[mod.path] = (os.path.dirname(self._resolve(mod.path))
+                                               if mod.path not in ("-", "<stdin>") else str(Path.cwd()))
+            dir_key = (here, base, level)
+            if dir_key not in self._in_dir:
+                self._in_dir[dir_key] = self._resolve_import(here, base, level)
+            self._imports[key] = self._in_dir[dir_key]
         return self._imports[key]
 
-    def _resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
-        if mod.path not in self._here:
-            self._here[mod.path] = Path(mod.path).resolve().parent if mod.path not in ("-", "<stdin>") else Path.cwd()
-        here = self._here[mod.path]
-        rel = Path(*base.split(".")) if base else Path()
-        candidates: list[Path] = []
+    def _resolve_import(self, here: str, base: str, level: int) -> Module | None:
+        if not base and not level:
+            return None
+        rel = "/".join(p for p in base.split(".") if p)
+        anchors: list[str] = []
         if level:
             anchor = here
             for _ in range(level - 1):
-                anchor = anchor.parent
-            candidates.append(anchor / rel)
+                anchor = os.path.dirname(anchor)
+            anchors.append(anchor)
         else:
-            candidates.append(here / rel)
-            anchor = here
+            anchors.append(here)
+            anchor, root = here, self._root
+            inside = root.rstrip("/") + "/"
             while True:  # walk up to the project root, trying each folder as an import root
-                if anchor == self.root or self.root not in anchor.parents:
+                if anchor == root or not (anchor.startswith(inside) and anchor != root):
                     break
-                anchor = anchor.parent
-                candidates.append(anchor / rel)
-            candidates.append(self.root / rel)
+                anchor = os.path.dirname(anchor)
+                anchors.append(anchor)
+            anchors.append(root)
             above = self.install_root()
             if above is not None:  # the package at the top, or in the src layout (`src/<package>`)
-                candidates.extend((above / rel, above / "src" / rel))
+                anchors.extend((str(above), os.path.join(str(above), "src")))
             elif not self.root_is_package():  # a repository run from its top as `python train.py`
                 # (StyleGAN2-ADA's `training/` imports `torch_utils` and `metrics` from one folder
                 # up, and nothing is packaged): the folders above the root
-                candidates.extend(up / rel for up in self.repo_parents())
-        for c in candidates:
-            if not base and not level:
-                continue
-            for f in (c.with_suffix(".py") if base else None, c / "__init__.py"):
-                if f is not None and f.is_file():
-                    return self._load(f)
+                anchors.extend(str(up) for up in self.repo_parents())
+        for a in anchors:
+            c = os.path.join(a, rel) if rel else a
+            if base and _is_file(c + ".py"):
+                return self._load(c + ".py")
+            if _is_file(os.path.join(c, "__init__.py")):
+                return self._load(os.path.join(c, "__init__.py"))
         return None
 
     def repo_parents(self) -> list[Path]:

@@ -18,6 +18,7 @@ from . import knowledge as K
 from .events import Raw, at
 from .project import Module, Project, dotted
 from .rules_setup import check_setup
+from .treewalk import parents, walk, walk_lean
 
 __all__ = ["check_misc"]
 
@@ -42,7 +43,7 @@ def _dict_keys(name: str, tree: ast.AST, depth: int = 0) -> dict[str, ast.expr] 
     ``kw = dict(...)``, ``kw.update(other)``), or ``None`` when it is built some other way."""
     out: dict[str, ast.expr] = {}
     found = False
-    for node in ast.walk(tree):
+    for node in walk(tree):
         value: ast.expr | None = None
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and ast.unparse(node.targets[0]) == name:
             value, found = node.value, True
@@ -87,12 +88,9 @@ def _is_const(node: ast.expr | None, value: object) -> bool:
     return isinstance(node, ast.Constant) and node.value == value and type(node.value) is type(value)
 
 
-def _parents(tree: ast.AST) -> dict[ast.AST, ast.AST]:
-    out: dict[ast.AST, ast.AST] = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            out[child] = node
-    return out
+def _parents(mod: Module) -> dict[ast.AST, ast.AST]:
+    """Each node of ``mod`` -> its parent."""
+    return parents(mod.tree, mod.nodes())
 
 
 def _assigned_name(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str | None:
@@ -115,13 +113,13 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
     if not misc and not setup:
         return out
     # one walk for every rule of this module: the calls, f-strings and assignments it holds
-    nodes = [n for n in ast.walk(mod.tree) if isinstance(n, (ast.Call, ast.JoinedStr, ast.Assign))]
+    nodes = [n for n in mod.nodes() if isinstance(n, (ast.Call, ast.JoinedStr, ast.Assign))]
     if setup:
         out.extend(check_setup(mod, nodes))
     if not misc:
         return out
     gpu = any(m in src for m in K.GPU_MARKERS)
-    parents = _parents(mod.tree) if any(w in src for w in ("DataLoader", "DistributedSampler")) else {}
+    parents = _parents(mod) if any(w in src for w in ("DataLoader", "DistributedSampler")) else {}
     samplers: list[tuple[ast.Call, str | None]] = []
     loaders: dict[str, ast.Call] = {}
     for node in nodes:
@@ -170,7 +168,7 @@ def _check_set_epoch(
     loaders: dict[str, ast.Call], parents: dict[ast.AST, ast.AST],
 ) -> list[Raw]:
     receivers: set[str] = set()
-    for node in ast.walk(mod.tree):
+    for node in mod.nodes():
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "set_epoch":
             receivers.add(ast.unparse(node.func.value))
     out: list[Raw] = []
@@ -202,14 +200,14 @@ def _check_set_epoch(
 
 
 def _calls_set_epoch(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in ast.walk(node))
+    return any(isinstance(n, ast.Attribute) and n.attr == "set_epoch" for n in walk_lean(node))
 
 
 def _passed_to_set_epoch(mod: Module, project: Project, names: set[str]) -> bool:
     """True when one of ``names`` is passed to a project function whose body calls set_epoch, or
     to a project class one of whose methods does (the multinode tutorial's ``Trainer(loader)``
     stores it as ``self.train_data`` and calls ``self.train_data.sampler.set_epoch(epoch)``)."""
-    for node in ast.walk(mod.tree):
+    for node in mod.nodes():
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             continue
         passed = [ast.unparse(a) for a in node.args] + [ast.unparse(k.value) for k in node.keywords]

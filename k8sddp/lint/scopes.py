@@ -1,22 +1,33 @@
 """Syntactic facts about function bodies the walker and the analyzer use: which names a
 function binds, whether a loop carries values between iterations, which names both arms of an
-``if`` assign alike. Pure functions of the syntax tree (no analysis state).
+``if`` assign alike, which names a test or a guard reads. Pure functions of the syntax tree (no
+analysis state).
+
+The analysis walks functions again and again until its facts settle (:mod:`k8sddp.lint.analyzer`),
+so :class:`NodeFacts` keeps the facts that are asked for on every walk, computed once per node and
+lint run; being functions of the syntax alone, caching them changes no finding.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
+from typing import TypeVar
 
 from .exprs import env_key
+from .treewalk import walk_lean
 
-__all__ = ["exclusive_arms", "local_names", "loop_carried", "runs_dry", "same_assignments"]
+__all__ = ["NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
+           "runs_dry", "same_assignments"]
+
+_T = TypeVar("_T")
 
 
 def loop_carried(loop: ast.AST) -> bool:
     """True when a name in the loop's body is read before it is assigned there (in source
     order), so that one walk of the body sees values from the previous iteration."""
     seen_store: set[str] = set()
-    names = [n for n in ast.walk(loop) if isinstance(n, ast.Name)]
+    names = [n for n in walk_lean(loop) if isinstance(n, ast.Name)]
     names.sort(key=lambda n: (n.lineno, n.col_offset))
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
     for n in names:
@@ -29,6 +40,10 @@ def loop_carried(loop: ast.AST) -> bool:
 
 def same_assignments(s: ast.If) -> set[str]:
     """Names both arms of ``s`` assign with the same expression at their top level."""
+    return set(_same_assignments(s))
+
+
+def _same_assignments(s: ast.If) -> frozenset[str]:
     def table(stmts: list[ast.stmt]) -> dict[str, str]:
         out: dict[str, str] = {}
         for st in stmts:
@@ -38,16 +53,34 @@ def same_assignments(s: ast.If) -> set[str]:
                     out[key] = ast.dump(st.value)
         return out
     if not s.orelse:
-        return set()
+        return frozenset()
     a, b = table(s.body), table(s.orelse)
-    return {k for k, v in a.items() if b.get(k) == v}
+    return frozenset(k for k, v in a.items() if b.get(k) == v)
+
+
+def names_read(node: ast.AST) -> frozenset[str]:
+    """The identifiers of every ``Name`` in ``node``'s subtree (what an ``if`` test reads)."""
+    return frozenset(n.id for n in walk_lean(node) if isinstance(n, ast.Name))
+
+
+def guard_names(guard: ast.expr) -> frozenset[str]:
+    """What an event records of one rank guard around it (:class:`~k8sddp.lint.events.Event`'s
+    ``guard_names``): the guard's text, the names in it, and the text of every attribute,
+    subscript, list, tuple and call in it."""
+    names = {ast.unparse(guard)}
+    for sub in walk_lean(guard):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+        elif isinstance(sub, (ast.Attribute, ast.Subscript, ast.List, ast.Tuple, ast.Call)):
+            names.add(ast.unparse(sub))
+    return frozenset(names)
 
 
 def local_names(node: ast.AST) -> set[str]:
     """Names a function assigns (its locals), minus those it declares ``global``."""
     out: set[str] = set()
     declared_global: set[str] = set()
-    for sub in ast.walk(node):
+    for sub in walk_lean(node):
         if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
             out.add(sub.id)
         elif isinstance(sub, ast.Global):
@@ -73,16 +106,56 @@ def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str]
     test is the same on every rank and in every iteration, so no run reaches both (open_clip's
     evaluation: a broadcast where ``use_fsdp_eval`` holds, a ``break`` on the local loader where
     it does not)."""
-    assigned = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    for node in ast.walk(loop):
+    assigned = {n.id for n in walk_lean(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in walk_lean(loop):
         if not isinstance(node, ast.If) or node is loop:
             continue
         if ast.unparse(node.test) in ranked:
             continue
-        if any(isinstance(n, ast.Name) and n.id in assigned for n in ast.walk(node.test)):
+        if any(isinstance(n, ast.Name) and n.id in assigned for n in walk_lean(node.test)):
             continue
-        in_body = [any(x is sub for st in node.body for sub in ast.walk(st)) for x in (a, b)]
-        in_else = [any(x is sub for st in node.orelse for sub in ast.walk(st)) for x in (a, b)]
+        in_body = [any(x is sub for st in node.body for sub in walk_lean(st)) for x in (a, b)]
+        in_else = [any(x is sub for st in node.orelse for sub in walk_lean(st)) for x in (a, b)]
         if (in_body[0] and in_else[1]) or (in_else[0] and in_body[1]):
             return True
     return False
+
+
+class NodeFacts:
+    """The facts above that every walk of a function asks for, each computed once per node.
+
+    Keys are node identities; each entry keeps its node alive, so an identity cannot be reused
+    by another node while the cache lives (one :class:`~k8sddp.lint.analyzer.Analyzer`, one
+    lint run).
+    """
+
+    def __init__(self) -> None:
+        self._names: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        self._guards: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        self._same: dict[int, tuple[ast.AST, frozenset[str]]] = {}
+        self._dumps: dict[int, tuple[ast.AST, str]] = {}
+
+    @staticmethod
+    def _get(cache: dict[int, tuple[ast.AST, _T]], node: ast.AST, compute: Callable[[ast.AST], _T]) -> _T:
+        hit = cache.get(id(node))
+        if hit is not None and hit[0] is node:
+            return hit[1]
+        value = compute(node)
+        cache[id(node)] = (node, value)
+        return value
+
+    def names_read(self, node: ast.AST) -> frozenset[str]:
+        """:func:`names_read` of ``node``."""
+        return self._get(self._names, node, names_read)
+
+    def guard_names(self, guard: ast.expr) -> frozenset[str]:
+        """:func:`guard_names` of ``guard``."""
+        return self._get(self._guards, guard, guard_names)  # type: ignore[arg-type]
+
+    def same_assignments(self, s: ast.If) -> frozenset[str]:
+        """:func:`same_assignments` of ``s`` (read-only)."""
+        return self._get(self._same, s, _same_assignments)  # type: ignore[arg-type]
+
+    def dump(self, node: ast.AST) -> str:
+        """``ast.dump(node)``."""
+        return self._get(self._dumps, node, ast.dump)
