@@ -218,7 +218,8 @@ def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
         on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask)
         if not is_checkpoint(e) or e.many is not None or not on_zero or e.fenced:
             continue
-        if any(c.kind == "coll" for c in events[e.seq + 1:]):
-            return ""  # fenced there, or reported there
+        loop = e.loops[-1] if e.loops else None
+        if any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops)) for c in events):
+            return ""  # fenced there, or reported there (also the next iteration's collective)
         return f"{e.op}() at {module.rsplit('/', 1)[-1]}:{e.line}"
     return ""

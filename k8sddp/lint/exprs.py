@@ -238,6 +238,8 @@ class ExprEval(abc.ABC):
     def _e_UnaryOp(self, node: ast.UnaryOp) -> Val:
         v = self.expr(node.operand)
         if isinstance(node.op, ast.Not):
+            if v.nkind is not None:  # `not (U or rank != 0)`: true on some of rank 0 only
+                return dataclasses.replace(v.data_only().with_kind(v.nkind), partial=True)
             out = v.data_only().with_kind("other" if v.partial else negate_kind(v.kind))
             return dataclasses.replace(out, distflag=-v.distflag) if v.distflag else out
         return v.data_only()
@@ -256,8 +258,13 @@ class ExprEval(abc.ABC):
                 return out.with_kind(None)  # true in every distributed run
             if any(not f for f in flags):
                 # `not args.multiprocessing_distributed or rank == 0`: where the flag holds (a
-                # torchrun launch), true on every rank
-                return out.with_kind("other")
+                # torchrun launch), true on every rank; its negation (`U` false and no rank
+                # test true) is true on some of the ranks where every rank test is false
+                m = 0
+                for v in ranked:
+                    m |= MANY if v.partial else classes_of(truth_kind(v.kind))
+                neg = kind_of_mask(~m & ALL) if m not in (MANY, ALL) else None
+                return dataclasses.replace(out.with_kind("other"), nkind=neg if neg != "other" else None)
         masks = [classes_of(truth_kind(v.kind)) for v in ranked]
         if isinstance(node.op, ast.And):
             known = [m for m in masks if m != MANY]

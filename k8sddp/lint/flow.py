@@ -21,7 +21,18 @@ from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .values import ALL, MANY, UNIFORM, Val, Z, condition_classes, join, join_kind, merge_envs
+from .values import (
+    ALL,
+    MANY,
+    UNIFORM,
+    Val,
+    Z,
+    classes_of,
+    condition_classes,
+    join,
+    join_kind,
+    merge_envs,
+)
 
 if TYPE_CHECKING:
     from .host import Host
@@ -194,6 +205,8 @@ class Walker(CallMixin):
             cm = ALL
         if cm != MANY and test_val.partial and not positive:
             cm = ALL
+        if cm == MANY and test_val.nkind is not None and not positive:
+            cm = ~classes_of(test_val.nkind) & ALL  # the arm of `not (U or rank != 0)`: rank 0 at most
         if cm == ALL:
             return self.expr(node)
         saved = (self.mask, self.many, self.cause, self.cause_is_exit)
@@ -327,9 +340,16 @@ class Walker(CallMixin):
         partial = test.partial and cm not in (ALL, MANY)
         if cm == MANY and before.mask == Z:
             cm = ALL  # a condition only global rank 0 evaluates: at most one rank either way
+        else_narrow = False
         if cm == ALL:
             arms_mask = (before.mask, before.mask)
             many: ast.AST | None = before.many
+        elif cm == MANY and test.nkind is not None:
+            # `if U or rank != 0: ... else:`: the else arm runs on some of the ranks where every
+            # rank test is false (rank 0), the body on ranks of unknown shape
+            arms_mask = (before.mask, before.mask & classes_of(test.nkind))
+            many = before.many or s.test
+            else_narrow = True
         elif cm == MANY:
             arms_mask = (before.mask, before.mask)
             many = before.many or s.test
@@ -354,15 +374,16 @@ class Walker(CallMixin):
             one = one or (bool(test.distflag) and cm == ALL and not in_dist)
             self.dist_depth += in_dist
             self.restore(before)
-            self.mask, self.many = m, many
+            negated = else_narrow and arm is s.orelse
+            self.mask, self.many = m, (before.many if negated else many)
             ranked = cm != ALL
             outer_partial = self.partial_guard
             self.partial_guard = outer_partial or maybe
             if ranked:
                 self.cause, self.cause_is_exit = s.test, False
                 self.guards.append(s.test)
-                self.partial_guard = outer_partial or (partial and arm is s.body)
-            narrowing = ranked and cm != MANY
+                self.partial_guard = outer_partial or (partial and arm is s.body) or negated
+            narrowing = ranked and (cm != MANY or negated)
             if narrowing:
                 self.class_guards.append(s.test)
             self.one_guard += one

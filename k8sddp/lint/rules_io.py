@@ -69,6 +69,30 @@ def _uniform_alternative(w: Walker, guard: ast.AST | None) -> str | None:
     return None
 
 
+def _cli_local_rank(w: Walker, guard: ast.AST | None) -> str | None:
+    """The text of ``args.local_rank`` when ``guard`` reads a ``--local_rank`` command-line
+    option of this module whose default is not taken from ``LOCAL_RANK``: torchrun passes no
+    such option (it sets the variable), so under torchrun the option keeps its default on every
+    rank (``-1``: ``args.local_rank in [-1, 0]`` is then true on every rank)."""
+    if guard is None or "local" not in w.mod.source:
+        return None
+    reads = [n for n in ast.walk(guard) if isinstance(n, ast.Attribute) and n.attr == "local_rank"
+             and isinstance(n.value, ast.Name) and n.value.id not in ("self", "cls")]
+    if not reads:
+        return None
+    for node in ast.walk(w.mod.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add_argument"):
+            continue
+        flags = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if not {"--local_rank", "--local-rank"} & set(flags):
+            continue
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if default is None or "LOCAL_RANK" not in ast.unparse(default):
+            return cond_text(reads[0], 40)
+    return None
+
+
 def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | None = None) -> list[Raw]:
     """KDP504/506 findings of one walked function, called under ``ctx``.
 
@@ -108,6 +132,10 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         elif mask == Z | LZ and (alt := _uniform_alternative(w, e.class_cause or e.cause)):
             how_text = (f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` "
                         "holds (as under torchrun), else on local rank 0 of every node")
+        elif mask == Z | LZ and (opt := _cli_local_rank(w, e.class_cause or e.cause)):
+            how_text = (f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node "
+                        f"when the launcher passes --local_rank, and on every rank under torchrun (it passes "
+                        f"none: `{opt}` keeps its default)")
         elif mask == Z | LZ:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node"
         else:

@@ -93,11 +93,17 @@ def local_names(node: ast.AST) -> set[str]:
 def runs_dry(exc: ast.expr, source: str) -> bool:
     """``except StopIteration`` / ``except DataloaderExhaustedError``: this rank's data ran out,
     in a module (``source``) that shards it without a DistributedSampler (which pads every rank
-    to one length, so that all ranks run dry on the same step)."""
+    to one length, so that all ranks run dry on the same step). Fabric's ``setup_dataloaders``
+    (a DistributedSampler unless ``use_distributed_sampler=False``) and Accelerate's
+    ``accelerator.prepare`` (``even_batches=True`` by default) pad alike."""
     names = [ast.unparse(e).split(".")[-1] for e in (exc.elts if isinstance(exc, ast.Tuple) else [exc])]
     if not any(n == "StopIteration" or "Exhausted" in n for n in names):
         return False
-    return "DistributedSampler" not in source
+    if "DistributedSampler" in source:
+        return False
+    if "setup_dataloaders(" in source and "use_distributed_sampler=False" not in source:
+        return False
+    return not ("accelerate" in source and ".prepare(" in source and "even_batches=False" not in source)
 
 
 def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str]) -> bool:

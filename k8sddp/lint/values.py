@@ -131,6 +131,11 @@ class Val:
             ``isnan``, ``.any()``, ``.item()``), not merely carried along: on per-rank data such
             a value stays rank-dependent even under a bare ``if flag:`` (see
             :func:`structural_test`).
+        nkind: the kind of ``not x`` when it is narrower than the negation of ``kind``: ``U or
+            rank != 0`` with a uniform ``U`` of unknown value is ``other`` (true on every rank
+            where ``U`` holds), but its negation ``not U and rank == 0`` is true on (some of)
+            rank 0 only, so ``nkind`` is ``zero`` (nanochat's ``use_dummy_wandb = args.run ==
+            "dummy" or not master_process`` ... ``None if use_dummy_wandb else wandb.init()``).
     """
 
     rank: str | None = None
@@ -144,6 +149,7 @@ class Val:
     synced: bool = False
     distflag: int = 0
     inspected: bool = False
+    nkind: str | None = None
 
     @property
     def kind(self) -> str | None:
@@ -153,10 +159,10 @@ class Val:
     def with_kind(self, kind: str | None) -> Val:
         """A copy whose rank dependence has the shape ``kind``, kept on the side it came from."""
         if kind is None:
-            return dataclasses.replace(self, rank=None, prank=None)
+            return dataclasses.replace(self, rank=None, prank=None, nkind=None)
         if self.rank is not None:
-            return dataclasses.replace(self, rank=kind, prank=None)
-        return dataclasses.replace(self, prank=kind)
+            return dataclasses.replace(self, rank=kind, prank=None, nkind=None)
+        return dataclasses.replace(self, prank=kind, nkind=None)
 
     def data_only(self) -> Val:
         """The value without object identity (wrapped, framework, group), as after arithmetic."""

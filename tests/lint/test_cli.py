@@ -361,3 +361,32 @@ def test_kdp504_messages_name_the_multi_rank_guard_and_tracker(tmp_path: Path, c
     assert "wandb.init() runs on every rank" in out
     assert ("torch.save() to `'/ckpt/ckpt.pt'` runs under `master_process` (line 17), "
             "true on local rank 0 of every node") in out
+
+
+def test_kdp504_message_says_a_local_rank_option_is_every_rank_under_torchrun(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--local_rank` with a default of -1 keeps it under torchrun (which sets LOCAL_RANK and
+    passes no option): `args.local_rank in [-1, 0]` is then true on every rank, not only on each
+    node's local rank 0. An option defaulting to LOCAL_RANK keeps the plain message."""
+    src = textwrap.dedent("""\
+        import argparse
+        import datetime
+        import os
+
+        import torch
+        import torch.distributed as dist
+
+        p = argparse.ArgumentParser()
+        p.add_argument("--local_rank", type=int, default=DEFAULT)
+        args = p.parse_args()
+        dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))
+        if args.local_rank in [-1, 0]:
+            torch.save({}, "/ckpt/model.pt")
+        """)
+    p = _write(tmp_path, "legacy.py", src.replace("DEFAULT", "-1"))
+    code, out, _ = _lint(capsys, str(p))
+    assert code == 1
+    assert "and on every rank under torchrun (it passes none: `args.local_rank` keeps its default)" in out
+    p = _write(tmp_path, "env.py", src.replace("DEFAULT", 'int(os.environ.get("LOCAL_RANK", -1))'))
+    _, out, _ = _lint(capsys, str(p))
+    assert "true on local rank 0 of every node:" in out and "torchrun" not in out
