@@ -21,6 +21,7 @@ from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
+from .scopes import progress_wrapper, same_expr
 from .values import (
     ALL,
     MANY,
@@ -37,21 +38,11 @@ from .values import (
 if TYPE_CHECKING:
     from .host import Host
     from .project import FuncInfo, Module
-    from .scopes import NodeFacts
 
 __all__ = ["Walker"]
 
 _EXIT_FUNCS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
 _S_METHODS: dict[type, Callable[..., None] | None] = {}  # statement class -> Walker._s_ method
-
-
-def _progress_wrapper(name: str) -> bool:
-    """``tqdm``, ``enumerate`` and friends, or a project's own progress bar (YOLOv5's ``TQDM``)."""
-    return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
-
-
-def _same_expr(a: ast.expr | None, b: ast.expr | None, facts: NodeFacts) -> bool:
-    return a is not None and b is not None and type(a) is type(b) and facts.dump(a) == facts.dump(b)
 
 
 @dataclasses.dataclass
@@ -160,12 +151,12 @@ class Walker(CallMixin):
             self.file_objects.add(key)
         self.note_instance(key, value_node)
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
-                  and _progress_wrapper(self._terminal_name(value_node.func))
+                  and progress_wrapper(self._terminal_name(value_node.func))
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
         self.raw[key] = val
         prev, self.sources[key] = self.sources.get(key), value_node
         if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap \
-                and not (val.kind is None and _same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
+                and not (val.kind is None and same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val

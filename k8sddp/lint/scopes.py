@@ -14,10 +14,11 @@ import ast
 from collections.abc import Callable
 from typing import TypeVar
 
+from . import knowledge as K
 from .exprs import env_key
 from .treewalk import walk_lean
 
-__all__ = ["NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
+__all__ = ["NodeFacts", "progress_wrapper", "same_expr", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
            "runs_dry", "same_assignments"]
 
 _T = TypeVar("_T")
@@ -165,3 +166,13 @@ class NodeFacts:
     def dump(self, node: ast.AST) -> str:
         """``ast.dump(node)``."""
         return self._get(self._dumps, node, ast.dump)
+
+
+def progress_wrapper(name: str) -> bool:
+    """``tqdm``, ``enumerate`` and friends, or a project's own progress bar (YOLOv5's ``TQDM``)."""
+    return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
+
+
+def same_expr(a: ast.expr | None, b: ast.expr | None, facts: NodeFacts) -> bool:
+    """``a`` and ``b`` are the same expression (by their cached ``ast.dump``)."""
+    return a is not None and b is not None and type(a) is type(b) and facts.dump(a) == facts.dump(b)
