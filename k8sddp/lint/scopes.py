@@ -18,8 +18,10 @@ from . import knowledge as K
 from .exprs import env_key
 from .treewalk import walk_lean
 
-__all__ = ["NodeFacts", "progress_wrapper", "same_expr", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
-           "runs_dry", "same_assignments"]
+__all__ = [
+    "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
+    "progress_wrapper", "runs_dry", "same_assignments", "same_expr",
+]
 
 _T = TypeVar("_T")
 

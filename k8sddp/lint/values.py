@@ -17,8 +17,9 @@ import ast
 import dataclasses
 
 __all__ = [
-    "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join", "join_kind",
-    "join_items", "merge_envs", "negate_kind", "structural_test", "substitute", "truth_kind",
+    "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join",
+    "join_items", "join_kind", "merge_envs", "negate_kind", "structural_test", "substitute",
+    "truth_kind",
 ]
 
 Z, LZ, N = 1, 2, 4
