@@ -148,6 +148,8 @@ def main() -> int:
     parser.add_argument("--findings", help="write the sorted findings to this file")
     parser.add_argument("--torchfix", metavar="PATH", help="also time this torchfix executable (-j 1)")
     args = parser.parse_args()
+    if args.files < 1 or args.functions < 1 or args.repeat < 1:
+        parser.error("--files, --functions and --repeat must be at least 1")
     sys.path.insert(0, str(Path(args.linter).resolve() if args.linter else ROOT))
     lint_paths = importlib.import_module("k8sddp.lint").lint_paths
     tmp = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="k8sddp-lint-bench-"))
