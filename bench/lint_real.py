@@ -196,7 +196,8 @@ def main() -> int:
     titles = {"tune": "tuned on", "held": "held back", "fresh": "held back, later batch (new repositories)",
               "fresh3": "held back, third batch (new repositories, labelled by others)",
               "fresh4": "held back, fourth batch (new repositories, labelled by others)",
-              "fresh5": "held back, fifth batch (new repositories, labelled by others, linted once at the end)"}
+              "fresh5": "held back, fifth batch (new repositories, labelled by others, linted once at the end)",
+              "fresh6": "held back, sixth batch (new repositories, labelled by others with the location brief)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
