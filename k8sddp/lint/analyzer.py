@@ -103,6 +103,7 @@ class Analyzer:
         self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
         self.too_deep: set[str] = set()
+        self._gates: dict[str, int] = {}  # decorator key -> gate_mask, for one round
 
     def loop_carried(self, loop: ast.AST) -> bool:
         """Whether ``loop`` carries values between iterations (cached per loop node)."""
@@ -131,13 +132,60 @@ class Analyzer:
 
     def entry_mask(self, f: FuncInfo) -> int:
         """Classes that run ``f``'s body when it is called (decorators such as
-        ``@rank_zero_only`` restrict it)."""
+        ``@rank_zero_only`` restrict it, and so does a project decorator whose wrapper calls
+        the function under a rank test: :meth:`gate_mask`)."""
         decs = set(self.decorators(f))
         if decs & K.RANK_ZERO_DECORATORS:
             return Z
         if decs & K.RANK_LOCAL_ZERO_DECORATORS:
             return Z | LZ
-        return ALL
+        if isinstance(f.node, ast.Module):
+            return ALL
+        mask = ALL
+        for d in f.node.decorator_list:
+            deco = self._decorator_function(f.module, d)
+            if deco is not None:
+                mask &= self.gate_mask(deco)
+        return mask if mask in (Z, Z | LZ) else ALL
+
+    def _decorator_function(self, mod: Module, node: ast.expr) -> FuncInfo | None:
+        """The project function a bare ``@name`` or ``@module.name`` decorator refers to."""
+        if isinstance(node, ast.Name):
+            return self.project.resolve_function(mod, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            target = self.project.resolve_module_alias(mod, node.value.id)
+            return target.functions.get(node.attr) if target is not None else None
+        return None
+
+    def gate_mask(self, deco: FuncInfo) -> int:
+        """The classes on which the decorator ``deco`` runs the function it wraps: ``deco(func)``
+        defines an inner wrapper and returns it; the wrapper is walked (silently, with the
+        summaries known so far) and the classes at each call of ``func`` are joined. ``ALL``
+        when the wrapper calls it unconditionally, under a condition of unknown shape, or when
+        ``deco`` is not of this form (LAVIS' ``@main_process``: ``if rank == 0: return
+        func(*args, **kwargs)`` gives ``Z``). Cached per round of :meth:`run`."""
+        if deco.key in self._gates:
+            return self._gates[deco.key]
+        self._gates[deco.key] = ALL  # a decorator decorated by itself: no recursion
+        node = deco.node
+        if isinstance(node, ast.Module) or not deco.params:
+            return ALL
+        returned = {r.value.id for r in node.body if isinstance(r, ast.Return) and isinstance(r.value, ast.Name)}
+        inner = [s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in returned]
+        if len(inner) != 1:
+            return ALL
+        wrapper = FuncInfo(f"{deco.key}.<{inner[0].name}>", inner[0].name, inner[0], deco.module)
+        w = Walker(self, wrapper, ALL)
+        w.probe, w.silent = deco.params[0], 1
+        try:
+            w.run()
+        except RecursionError:
+            return ALL
+        mask = 0
+        for m, many in w.probe_hits:
+            mask |= ALL if many else m
+        self._gates[deco.key] = mask if w.probe_hits else ALL
+        return self._gates[deco.key]
 
     def is_rank_zero_only(self, f: FuncInfo) -> bool:
         """True when ``f`` runs on a subset of ranks by decoration (its body is checked alone)."""
@@ -238,6 +286,7 @@ class Analyzer:
             changed_attrs = _changed_names(self.class_attrs, attrs)
             changed_env = _changed_names(self.module_env, menv)
             self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
+            self._gates = {}  # decorators are judged again with this round's summaries
             dirty = []
             for f in self.functions():
                 prev = self.walkers.get(f.key)
@@ -247,6 +296,7 @@ class Analyzer:
                     or bool(prev.global_reads & changed_env.get(f.module.path, set()))
                     or bool(prev.attr_reads & changed_attrs.get((f.module.path, f.cls), set()))
                     or any(callee in changed_summaries for callee, _, _ in prev.calls)
+                    or prev.entry_mask != self.entry_mask(f)
                 ):
                     dirty.append(f)
             if not dirty:

@@ -80,6 +80,8 @@ class CallMixin(IOMixin):
     instances: dict[str, tuple[Module, str]]
     last_items: tuple[ast.Call, list[Val]] | None
     inits_pg: bool
+    probe: str | None
+    probe_hits: list[tuple[int, bool]]
 
     @abc.abstractmethod
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -232,6 +234,8 @@ class CallMixin(IOMixin):
     def call(self, node: ast.Call) -> Val:
         """Evaluate a call; see the module docstring for the order of the cases."""
         func = node.func
+        if self.probe is not None and isinstance(func, ast.Name) and func.id == self.probe:
+            self.probe_hits.append((self.mask, self.many is not None))  # Analyzer.gate_mask
         target, bound = self.resolve_target(func)
         if target is not None:
             if target.name == "save_on_master":  # the torchvision/DINO helper, linted or not

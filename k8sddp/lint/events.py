@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
-from .values import Val, Z
+from .values import ALL, Val, Z
 
 __all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rank0_checkpoint"]
 
@@ -215,7 +215,8 @@ def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
     checkpoint write on global rank 0 only (``save_on_master``, or a write under a rank-0
     guard) with no collective after it in the function, else ``""``."""
     for e in events:
-        on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask)
+        # a guarded write, or any write of a body only rank 0 runs (``@rank_zero_only``)
+        on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask or entry_mask != ALL)
         if not is_checkpoint(e) or e.many is not None or not on_zero or e.fenced:
             continue
         loop = e.loops[-1] if e.loops else None

@@ -107,6 +107,9 @@ class Walker(CallMixin):
         self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
         self.attr_stores: dict[str, Val] = {}
         self.menv_stores: dict[str, Val] = {}
+        #: a name whose calls are recorded with the classes that make them (Analyzer.gate_mask)
+        self.probe: str | None = None
+        self.probe_hits: list[tuple[int, bool]] = []
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
