@@ -299,6 +299,8 @@ class CallMixin(IOMixin):
             return UNIFORM
         root = q.split(".")[0]
         is_torch_dist = q.startswith(K.TORCH_DIST_PREFIXES) and q.count(".") >= 2
+        if q.startswith("horovod.") and last in ("rank", "local_rank", "cross_rank"):
+            return Val(rank={"rank": "rank", "local_rank": "local"}.get(last, "other"))  # hvd.rank()
         if last in K.RANK_FUNCTIONS and root not in _EXCLUDED_ROOTS[1:]:
             if last == "get_rank" and (node.args or node.keywords):
                 return Val(rank="other")
@@ -320,6 +322,15 @@ class CallMixin(IOMixin):
                 return UNIFORM
         if q in K.DCP_COLLECTIVES or (q.startswith("torch.distributed.checkpoint") and last in ("save", "load", "async_save")):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
+            return UNIFORM
+        owner = _terminal(node.func.value) if isinstance(node.func, ast.Attribute) else ""
+        if owner == "dist" and not is_torch_dist and last in K.TORCH_COLLECTIVES:  # `args.dist = torch.distributed`
+            return self.torch_collective(node, last, kws)
+        if (owner == "hvd" or q.startswith("horovod.")) and last in K.HOROVOD_COLLECTIVES:
+            name = _arg(node, -1, "name")  # `hvd.allreduce(torch.tensor(0), name="barrier")`: the barrier idiom
+            named = isinstance(name, ast.Constant) and "barrier" in str(name.value)
+            self.emit("coll", "barrier" if named else K.HOROVOD_COLLECTIVES[last], node,
+                      detail=f"the Horovod collective {ast.unparse(node.func)}()")
             return UNIFORM
         if q.startswith(K.MPI_COMM_PREFIXES) and last in K.MPI_COLLECTIVES:
             self.emit("coll", "mpi." + last.lower(), node, detail=f"the MPI collective {q.removeprefix('mpi4py.')}()")

@@ -21,7 +21,7 @@ from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case
 from .calls import CallMixin
 from .events import Event
 from .exprs import env_key, kind_of_mask
-from .scopes import progress_wrapper, same_expr
+from .scopes import progress_wrapper, same_expr, spread
 from .values import (
     ALL,
     MANY,
@@ -107,9 +107,9 @@ class Walker(CallMixin):
         self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
         self.attr_stores: dict[str, Val] = {}
         self.menv_stores: dict[str, Val] = {}
-        #: a name whose calls are recorded with the classes that make them (Analyzer.gate_mask)
-        self.probe: str | None = None
+        self.probe: str | None = None  # a name whose calls are recorded with their classes (Analyzer.gate_mask)
         self.probe_hits: list[tuple[int, bool]] = []
+        self.packed: dict[str, list[Val]] = {}  # names bound to a tuple of names: its items (scopes.spread)
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
@@ -131,9 +131,10 @@ class Walker(CallMixin):
         """Bind ``target`` to ``val`` (tuple targets element-wise where the value is a tuple)."""
         if isinstance(target, (ast.Tuple, ast.List)):
             elts = target.elts
-            if isinstance(value_node, (ast.Tuple, ast.List)) and len(value_node.elts) == len(elts):
-                for t, v in zip(elts, value_node.elts, strict=True):
-                    self.assign(t, self.expr(v), v)
+            items = spread(value_node.elts, self.packed) if isinstance(value_node, (ast.Tuple, ast.List)) else None
+            if items is not None and len(items) == len(elts):
+                for t, v in zip(elts, items, strict=True):
+                    self.assign(t, *((v, None) if isinstance(v, Val) else (self.expr(v), v)))
                 return
             parts = self.tuple_parts(value_node, len(elts)) if value_node is not None else None
             for i, t in enumerate(elts):
@@ -276,6 +277,8 @@ class Walker(CallMixin):
         self.expr(v)
 
     def _s_Assign(self, s: ast.Assign) -> None:
+        if isinstance(s.value, ast.Tuple) and all(isinstance(e, (ast.Name, ast.Attribute)) for e in s.value.elts):
+            self.packed[env_key(s.targets[0]) or ""] = [self.expr(e) for e in s.value.elts]  # scopes.spread
         val = self.expr(s.value)
         for t in s.targets:
             self.assign(t, val, s.value)

@@ -128,6 +128,14 @@ FRAMEWORK_NAMES: dict[str, str] = {
 FRAMEWORK_CONSTRUCTORS: dict[str, str] = {
     "Accelerator": "accelerator", "Fabric": "fabric", "Trainer": "trainer",
 }
+#: Horovod's collectives (horovod/torch/mpi_ops.py, horovod/torch/functions.py), by the op the
+#: rules know them as; called on ``hvd`` (``import horovod.torch as hvd``, or stored on an object).
+HOROVOD_COLLECTIVES: dict[str, str] = {
+    "allreduce": "all_reduce", "allreduce_": "all_reduce", "allgather": "all_gather",
+    "broadcast": "broadcast", "broadcast_": "broadcast", "broadcast_parameters": "broadcast",
+    "broadcast_optimizer_state": "broadcast", "broadcast_object": "broadcast", "alltoall": "all_to_all",
+    "barrier": "barrier",
+}
 #: Project helpers commonly copied between training repos (torchvision references utils,
 #: detectron2 comm, YOLOv5 torch_utils): known collectives even when their source is not linted.
 GENERIC_COLLECTIVE_HELPERS: dict[str, str] = {
@@ -177,7 +185,10 @@ RANK_FUNCTIONS: dict[str, str] = {
 #: Lightning Trainer/Fabric/LightningModule, transformers TrainingArguments, argparse idioms).
 RANK_ATTRIBUTES: dict[str, str] = {
     "rank": "rank", "global_rank": "rank", "process_index": "rank", "local_rank": "local",
-    "local_process_index": "local", "node_rank": "other",
+    "local_process_index": "local",
+    # the node's index: true on every process of that node (`args.nr` of the widely copied DDP
+    # tutorial, `rank = args.nr * args.gpus + gpu`; Accelerate's machine_rank; torchrun's group rank)
+    "node_rank": "other", "nr": "other", "node_id": "other", "machine_rank": "other", "group_rank": "other",
     "is_main_process": "zero", "is_global_zero": "zero", "is_master": "zero",
     "master_process": "zero", "is_rank_zero": "zero", "should_save": "zero", "is_main": "zero",
     "is_local_main_process": "lzero", "is_local_zero": "lzero", "is_local_master": "lzero",

@@ -20,7 +20,7 @@ from .treewalk import walk_lean
 
 __all__ = [
     "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
-    "progress_wrapper", "runs_dry", "same_assignments", "same_expr",
+    "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread",
 ]
 
 _T = TypeVar("_T")
@@ -178,3 +178,19 @@ def progress_wrapper(name: str) -> bool:
 def same_expr(a: ast.expr | None, b: ast.expr | None, facts: NodeFacts) -> bool:
     """``a`` and ``b`` are the same expression (by their cached ``ast.dump``)."""
     return a is not None and b is not None and type(a) is type(b) and facts.dump(a) == facts.dump(b)
+
+
+def spread(elts: list[ast.expr], packed: dict[str, list[_T]]) -> list[ast.expr | _T] | None:
+    """The elements of a tuple display with each ``*name`` replaced by the values of the tuple
+    ``name`` was last bound to (``packed``: name -> its elements' values), as YOLOv7 re-instates
+    its ranks: ``apriori = opt.global_rank, opt.local_rank`` ... ``opt.cfg, opt.global_rank,
+    opt.local_rank = "", *apriori``. ``None`` when a starred element is not such a name."""
+    out: list[ast.expr | _T] = []
+    for e in elts:
+        if isinstance(e, ast.Starred):
+            if not isinstance(e.value, ast.Name) or e.value.id not in packed:
+                return None
+            out.extend(packed[e.value.id])
+        else:
+            out.append(e)
+    return out

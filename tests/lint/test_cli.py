@@ -113,7 +113,7 @@ def test_noqa(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.strip() == "lint: 1 file(s) checked; 0 error(s), 0 warning(s), 2 exempted (not listed; --show-exempted lists them)"
     code, out, _ = _lint(capsys, "--show-exempted", str(p))
     assert code == 0 and f"{p}:8:9: exempted (# noqa) KDP503" in out and out.count("exempted (# noqa)") == 2
-    # a noqa for another rule does not silence this one; "# noqa" inside a string does not count
+    # a noqa for another rule does not silence this one; a noqa text inside a string does not count
     other = _write(tmp_path, "u.py", BAD.replace(
         'dist.init_process_group("gloo")', 'dist.init_process_group("gloo", "# noqa")  # noqa: KDP501'))
     code, out, _ = _lint(capsys, str(other))
