@@ -327,8 +327,8 @@ class CallMixin(IOMixin):
         if owner == "dist" and not is_torch_dist and last in K.TORCH_COLLECTIVES:  # `args.dist = torch.distributed`
             return self.torch_collective(node, last, kws)
         if (owner == "hvd" or q.startswith("horovod.")) and last in K.HOROVOD_COLLECTIVES:
-            name = _arg(node, -1, "name")  # `hvd.allreduce(torch.tensor(0), name="barrier")`: the barrier idiom
-            named = isinstance(name, ast.Constant) and "barrier" in str(name.value)
+            tag = _arg(node, -1, "name")  # `hvd.allreduce(torch.tensor(0), name="barrier")`: the barrier idiom
+            named = isinstance(tag, ast.Constant) and "barrier" in str(tag.value)
             self.emit("coll", "barrier" if named else K.HOROVOD_COLLECTIVES[last], node,
                       detail=f"the Horovod collective {ast.unparse(node.func)}()")
             return UNIFORM

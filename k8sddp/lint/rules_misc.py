@@ -18,6 +18,7 @@ from . import knowledge as K
 from .events import Raw, at
 from .project import Module, Project, dotted
 from .rules_setup import check_setup
+from .samplers import escape_of, escaped_without_set_epoch
 from .treewalk import parents, walk, walk_lean
 
 __all__ = ["check_misc"]
@@ -155,8 +156,8 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "(use persistent_workers=num_workers > 0 when it can be 0)"))
         elif last == "DistributedSampler" and (q == last or q.startswith("torch.utils.data")):
             shuffle = _kw(node, "shuffle", 3)
-            if shuffle is not None and not _is_const(shuffle, True):
-                continue
+            if shuffle is not None and not _is_const(shuffle, True) and not isinstance(shuffle, ast.Name):
+                continue  # a Name: shuffling when it is a helper's parameter its callers set (samplers.py)
             samplers.append((node, _assigned_name(node, parents)))
     if samplers:
         out.extend(_check_set_epoch(mod, project, samplers, loaders, parents))
@@ -167,10 +168,7 @@ def _check_set_epoch(
     mod: Module, project: Project, samplers: list[tuple[ast.Call, str | None]],
     loaders: dict[str, ast.Call], parents: dict[ast.AST, ast.AST],
 ) -> list[Raw]:
-    receivers: set[str] = set()
-    for node in mod.nodes():
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "set_epoch":
-            receivers.add(ast.unparse(node.func.value))
+    receivers = _epoch_receivers(mod)
     out: list[Raw] = []
     for node, name in samplers:
         holder = None
@@ -186,17 +184,35 @@ def _check_set_epoch(
         label = " ".join([*names, ast.unparse(node.args[0]) if node.args else ""]).lower()
         if any(re.search(rf"(^|[^a-z]){w}", label) for w in _EVAL_WORDS):
             continue
-        if not names:
+        esc = escape_of(node, _kw(node, "shuffle", 3), names, parents)
+        if esc is not None:  # returned to the callers: judged there
+            if escaped_without_set_epoch(project, mod, esc, lambda m, ns: _sets_epoch(m, project, ns)):
+                out.append(at("KDP509", node,
+                              "DistributedSampler shuffles, but the callers of the function that "
+                              "returns it never call set_epoch(epoch) on it: every epoch sees the same order"))
             continue
-        ok = any(r in names or (r.endswith(".sampler") and r[: -len(".sampler")] in names) or
-                 (r == "sampler") for r in receivers)
-        if not ok:
-            ok = _passed_to_set_epoch(mod, project, names)
-        if not ok:
+        if not names or (shuffle := _kw(node, "shuffle", 3)) is not None and not _is_const(shuffle, True):
+            continue
+        if not _sets_epoch(mod, project, names, receivers):
             out.append(at("KDP509", node,
                           f"DistributedSampler `{name or holder}` shuffles, but no epoch loop calls "
                           "set_epoch(epoch) on it: every epoch sees the same order"))
     return out
+
+
+def _epoch_receivers(mod: Module) -> set[str]:
+    """The receivers of every ``.set_epoch(...)`` call in ``mod`` (``sampler``, ``loader.sampler``)."""
+    return {ast.unparse(n.func.value) for n in mod.nodes()
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "set_epoch"}
+
+
+def _sets_epoch(mod: Module, project: Project, names: set[str], receivers: set[str] | None = None) -> bool:
+    """True when ``set_epoch`` is called in ``mod`` on one of ``names`` (or its ``.sampler``, or on
+    a bare ``sampler``), or one of them is passed to a project function or class that calls it."""
+    rs = _epoch_receivers(mod) if receivers is None else receivers
+    if any(r in names or (r.endswith(".sampler") and r[: -len(".sampler")] in names) or r == "sampler" for r in rs):
+        return True
+    return _passed_to_set_epoch(mod, project, names)
 
 
 def _calls_set_epoch(node: ast.AST) -> bool:
