@@ -216,6 +216,10 @@ class Analyzer:
                 v = Val(wrapped="ddp")
             v = v or UNIFORM
             out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
+        if joined:  # attributes the callers set on an argument (calls_io.ranked_attrs)
+            for key, v in joined.items():
+                if "." in key and key.partition(".")[0] in out:
+                    out[key] = Val(rank=v.kind)  # the callers' kind itself (not substituted per call)
         return out
 
     def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:

@@ -17,7 +17,7 @@ import os
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
-from .calls_io import IOMixin
+from .calls_io import IOMixin, ranked_attrs
 from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
 from .exprs import env_key, env_name
@@ -172,6 +172,7 @@ class CallMixin(IOMixin):
             v = self.expr(k.value)
             if k.arg is not None:
                 mapping[k.arg] = v
+        mapping.update(ranked_attrs(self.env, node, params))  # `args.save_logs = is_master(args)`
         self.an.record_call(f, mapping, self)
         summ = self.an.summaries.get(f.key)
         if summ is None:

@@ -29,6 +29,32 @@ def terminal(node: ast.expr) -> str:
     return ""
 
 
+def ranked_attrs(env: dict[str, Val], node: ast.Call, params: list[str]) -> dict[str, Val]:
+    """``{"param.attr": value}`` for the rank-dependent attributes the caller set on a plain name it
+    passes (``args.save_logs = ... is_master(args)`` then ``save_checkpoint(args, ...)``: inside,
+    ``args.save_logs`` is a rank-0 flag). One level of attributes; only ranks and rank tests (not
+    values of unknown shape, such as a counter only some ranks advance)."""
+    passed: dict[str, str] = {}
+    for i, a in enumerate(node.args):
+        if isinstance(a, ast.Starred):
+            break
+        if isinstance(a, ast.Name) and i < len(params):
+            passed[a.id] = params[i]
+    for k in node.keywords:
+        if k.arg is not None and isinstance(k.value, ast.Name):
+            passed[k.value.id] = k.arg
+    if not passed:
+        return {}
+    out: dict[str, Val] = {}
+    for key, v in env.items():
+        if v.kind not in ("zero", "lzero", "rank", "local") or "." not in key:  # not a value some ranks bumped
+            continue
+        base, _, attr = key.partition(".")
+        if base in passed and "." not in attr:
+            out[f"{passed[base]}.{attr}"] = v
+    return out
+
+
 def arg_of(node: ast.Call, index: int, name: str) -> ast.expr | None:
     """The argument passed as keyword ``name`` or at position ``index`` (none past a ``*args``)."""
     for k in node.keywords:
