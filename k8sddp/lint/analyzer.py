@@ -176,7 +176,7 @@ class Analyzer:
             return ALL
         wrapper = FuncInfo(f"{deco.key}.<{inner[0].name}>", inner[0].name, inner[0], deco.module)
         w = Walker(self, wrapper, ALL)
-        w.probe, w.silent = deco.params[0], 1
+        w.probe, w.probe_hits, w.silent = deco.params[0], [], 1
         try:
             w.run()
         except RecursionError:

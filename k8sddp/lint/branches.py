@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .values import Val
 
 __all__ = [
-    "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_try",
+    "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_match", "walk_try",
 ]
 
 
@@ -176,3 +176,16 @@ def walk_try(w: BranchWalker[_S], s: ast.Try) -> None:
     if w.mask == 0 and s.finalbody:
         w.mask = before.mask
     w.block(s.finalbody)
+
+
+def walk_match(w: BranchWalker[_S], s: ast.Match) -> None:
+    """Walk ``match``: each case from the state before it; the ranks that reach any case's end
+    go on (the subject is the same expression on every rank, so no case is rank-dependent)."""
+    w.expr(s.subject)
+    before = w.save()
+    masks = 0
+    for case in s.cases:
+        w.restore(before)
+        w.block(case.body)
+        masks |= w.mask
+    w.mask = masks or before.mask

@@ -20,7 +20,7 @@ from . import knowledge as K
 from .calls_io import IOMixin, ranked_attrs
 from .calls_io import arg_of as _arg
 from .calls_io import terminal as _terminal
-from .exprs import env_key, env_name
+from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
 from .values import ALL, UNIFORM, Val, join, substitute
 
@@ -80,7 +80,8 @@ class CallMixin(IOMixin):
     instances: dict[str, tuple[Module, str]]
     last_items: tuple[ast.Call, list[Val]] | None
     inits_pg: bool
-    probe: str | None
+    #: a name whose calls are recorded with the classes that make them (Analyzer.gate_mask)
+    probe: str | None = None
     probe_hits: list[tuple[int, bool]]
 
     @abc.abstractmethod
@@ -288,8 +289,7 @@ class CallMixin(IOMixin):
         """Calls the knowledge tables recognise; ``None`` when none applies."""
         # environment reads
         if q in ("os.environ.get", "os.getenv", "os.environ.setdefault") and node.args:
-            name = env_name(node.args[0])
-            return Val(rank=K.RANK_ENV[name]) if name in K.RANK_ENV else UNIFORM
+            return self.env_read(node.args[0])
         # launchers: the target's first parameter is the process index
         if q in K.SPAWN_FUNCTIONS or (last in ("spawn", "start_processes") and "multiprocessing" in q):
             fn = _arg(node, 0, "fn")

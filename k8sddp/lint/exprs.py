@@ -212,13 +212,19 @@ class ExprEval(abc.ABC):
             return recv
         return recv.data_only()
 
+    def env_read(self, key: ast.expr) -> Val:
+        """The value of reading environment variable ``key``: a rank for the launcher's rank
+        variables (:data:`~k8sddp.lint.knowledge.RANK_ENV`); a loop variable over literal names
+        (``for v in ("LOCAL_RANK", "SLURM_LOCALID"): ... os.environ[v]``) joins theirs."""
+        name = env_name(key)
+        names = [name] if name is not None else getattr(self, "env_loops", {}).get(getattr(key, "id", ""), [])
+        kinds = [K.RANK_ENV[n] for n in names if n in K.RANK_ENV]
+        return join(*(Val(rank=k) for k in kinds)) if kinds else UNIFORM
+
     def _e_Subscript(self, node: ast.Subscript) -> Val:
         q = self._dotted(node.value)
         if q == "os.environ":
-            name = env_name(node.slice)
-            if name in K.RANK_ENV:
-                return Val(rank=K.RANK_ENV[name])
-            return UNIFORM
+            return self.env_read(node.slice)
         base = self.expr(node.value)
         idx = self.expr(node.slice)
         return join(base, idx.data_only())

@@ -17,8 +17,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
-from .branches import assert_facts, fact_flag, note_init, pair_arms, return_case, walk_try
+from .branches import (
+    assert_facts,
+    fact_flag,
+    note_init,
+    pair_arms,
+    return_case,
+    walk_match,
+    walk_try,
+)
 from .calls import CallMixin
+from .calls_io import terminal
 from .events import Event
 from .exprs import env_key, kind_of_mask
 from .scopes import progress_wrapper, same_expr, spread
@@ -107,9 +116,8 @@ class Walker(CallMixin):
         self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
         self.attr_stores: dict[str, Val] = {}
         self.menv_stores: dict[str, Val] = {}
-        self.probe: str | None = None  # a name whose calls are recorded with their classes (Analyzer.gate_mask)
-        self.probe_hits: list[tuple[int, bool]] = []
         self.packed: dict[str, list[Val]] = {}  # names bound to a tuple of names: its items (scopes.spread)
+        self.env_loops: dict[str, list[str]] = {}  # `for v in ("LOCAL_RANK", ...)`: v -> those names
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
@@ -151,11 +159,11 @@ class Walker(CallMixin):
         key = env_key(target)
         if key is None:
             return
-        if isinstance(value_node, ast.Call) and self._terminal_name(value_node.func) in K.FILE_OBJECT_CALLS:
+        if isinstance(value_node, ast.Call) and terminal(value_node.func) in K.FILE_OBJECT_CALLS:
             self.file_objects.add(key)
         self.note_instance(key, value_node)
         rewrap = (isinstance(value_node, ast.Call) and value_node.args
-                  and progress_wrapper(self._terminal_name(value_node.func))
+                  and progress_wrapper(terminal(value_node.func))
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
         self.raw[key] = val
         prev, self.sources[key] = self.sources.get(key), value_node
@@ -172,10 +180,6 @@ class Walker(CallMixin):
             table[attr] = join(table[attr], val) if attr in table else val
         if self.is_module and "." not in key:
             self.menv_stores[key] = val
-
-    @staticmethod
-    def _terminal_name(func: ast.expr) -> str:
-        return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -454,6 +458,8 @@ class Walker(CallMixin):
             self.mask = before.mask
 
     def _s_For(self, s: ast.For) -> None:
+        if isinstance(s.target, ast.Name) and isinstance(s.iter, (ast.Tuple, ast.List)):
+            self.env_loops[s.target.id] = [e.value for e in s.iter.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
         it = self.expr(s.iter)
         self.assign(s.target, it.data_only(), None)
         self.loop(s, it, s.body)
@@ -486,14 +492,7 @@ class Walker(CallMixin):
     _s_TryStar = _s_Try  # type: ignore[assignment]
 
     def _s_Match(self, s: ast.Match) -> None:
-        self.expr(s.subject)
-        before = self.save()
-        masks = 0
-        for case in s.cases:
-            self.restore(before)
-            self.block(case.body)
-            masks |= self.mask
-        self.mask = masks or before.mask
+        walk_match(self, s)
 
     def _s_Assert(self, s: ast.Assert) -> None:
         self.expr(s.test)
