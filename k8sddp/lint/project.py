@@ -50,8 +50,8 @@ class FuncInfo:
         """The function starts the worker processes itself (``torch.multiprocessing.spawn``,
         ``start_processes``, ``xmp.spawn``): its own code runs once, in the launching parent
         process (StyleGAN2-ADA's ``main`` writes ``training_options.json`` there)."""
-        if isinstance(self.node, ast.Module):
-            return False
+        if isinstance(self.node, ast.Module) or ("spawn" not in self.module.source and "start_processes" not in self.module.source):
+            return False  # the names must be in the text: most modules need no walk
         return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
                    and (n.func.attr if isinstance(n.func, ast.Attribute) else n.func.id) in ("spawn", "start_processes")
                    for n in ast.walk(self.node))
