@@ -111,7 +111,9 @@ FRAMEWORK_COLLECTIVES: dict[str, frozenset[str]] = {
         {"barrier", "broadcast", "all_gather", "all_reduce", "save", "load", "backward", "setup",
          "clip_gradients"}
     ),
-    "trainer": frozenset({"save_checkpoint", "fit", "validate", "test", "predict"}),
+    # Lightning's Trainer (fit/validate/test/predict, save_checkpoint) and transformers' Trainer
+    # (train and evaluate run the DDP loop and gather metrics: transformers/trainer.py)
+    "trainer": frozenset({"save_checkpoint", "fit", "validate", "test", "predict", "train", "evaluate"}),
     "strategy": frozenset({"barrier", "broadcast", "reduce", "all_gather"}),
     "engine": frozenset({"backward", "step", "save_checkpoint", "load_checkpoint"}),
 }
