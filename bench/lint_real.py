@@ -205,7 +205,8 @@ def main() -> int:
               "fresh4": "held back, fourth batch (new repositories, labelled by others)",
               "fresh5": "held back, fifth batch (new repositories, labelled by others, linted once at the end)",
               "fresh6": "held back, sixth batch (new repositories, labelled by others with the location brief)",
-              "fresh7": "held back, seventh batch (new repositories, labelled by others, linted after the fresh6 fixes)"}
+              "fresh7": "held back, seventh batch (new repositories, labelled by others, linted after the fresh6 fixes)",
+              "fresh8": "held back, eighth batch (new repositories, labelled by others, linted once with the last linter)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
