@@ -91,6 +91,9 @@ class WriteSum:
         module: the file it is in.
         fenced: a collective follows the write in the function (its barrier, or the next
             all-reduce), so KDP512 is decided there, not at the call sites.
+        val: for a path built from parameters (``os.path.join(args.output_dir, "config.yaml")``),
+            its value in the function, whose parameters each call replaces with its arguments
+            (:func:`k8sddp.lint.values.substitute`); ``None`` for the other writes.
     """
 
     param: str | None
@@ -101,21 +104,34 @@ class WriteSum:
     path: ast.expr | None
     module: str
     fenced: bool = False
+    val: Val | None = None
 
 
-def delegated(e: Event, params: tuple[str, ...], entry_mask: int) -> str | None:
+_PER_RANK_KINDS = ("rank", "local", "other", "modrank")
+
+
+def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False) -> str | None:
     """Whether a write event of a function is judged at its call sites: ``"param"`` when its
-    path is a parameter, ``"fixed"`` when it runs unguarded in the function, else ``None``."""
+    path is a parameter, ``"derived"`` when it runs unguarded to a path built from parameters
+    (``os.path.join(args.output_dir, "config.yaml")``), unless ``inside`` (the function tests
+    whether files exist: :func:`k8sddp.lint.scopes.tests_files`; such a function is judged as
+    one writing a fixed path), ``"fixed"`` when it runs unguarded in the function, else
+    ``None``. A function that runs collectives and is called from module code only (``main(args)``
+    under ``if __name__ == "__main__":``) has its ``"derived"`` writes judged as ``"fixed"``
+    ones (:func:`k8sddp.lint.rules_io.check_io`, :meth:`k8sddp.lint.calls.CallMixin.call_writes`).
+    """
     if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None or e.one:
         return None
     if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker":
         return "param"
     pv = e.path_val
-    if pv is not None and pv.kind in ("rank", "local", "other", "modrank"):
+    unguarded = e.mask == entry_mask and e.many is None and e.cause is None
+    if (unguarded and not inside and pv is not None and e.kind != "tracker" and pv.rank is None
+            and not pv.params.isdisjoint(params)):
+        return "derived"  # per rank or not as the caller's arguments make it
+    if pv is not None and pv.kind in _PER_RANK_KINDS:
         return None  # a per-rank name
-    if e.mask == entry_mask and e.many is None and e.cause is None:
-        return "fixed"
-    return None
+    return "fixed" if unguarded else None
 
 
 @dataclasses.dataclass
