@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Event, Summary, WriteSum, delegated, rank0_checkpoint
+from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
@@ -81,9 +81,12 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
             continue
         param = e.path.id if how == "param" and isinstance(e.path, ast.Name) else None
         what = e.detail if e.kind == "cwrite" and e.detail else e.op
-        fenced = e.fenced or any(c.kind == "coll" for c in w.events[e.seq + 1:])
+        loop = e.loops[-1] if e.loops else None  # or the next iteration's collective comes first
+        fenced = e.fenced or any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops))
+                                 for c in w.events)
         val = e.path_val if how == "derived" else None
-        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path, fenced, val))
+        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path, fenced, val,
+                            is_checkpoint(e)))
     return tuple(out[:16])
 
 

@@ -234,7 +234,8 @@ class CallMixin(IOMixin):
                 detail = ws.what if "() at " in ws.what else f"{ws.what}() at {where}"
                 if ws.module != self.mod.path and "() at line " in detail:  # a line of ws.module
                     detail = detail.replace("() at line ", f"() at {_short(ws.module)}:", 1)
-                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced)
+                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced,
+                          ckpt=ws.ckpt)
             finally:
                 self.mask, self.many = saved
 

@@ -47,6 +47,8 @@ class Event:
             it gives none), for :mod:`k8sddp.lint.quiet`.
         fenced: for ``cwrite``, a collective follows the write inside the callee (lit-llama's
             ``save_model_checkpoint``: rank-0 ``torch.save``, then ``fabric.barrier()``).
+        ckpt: for ``cwrite``, the write inside the callee is a checkpoint write
+            (:func:`is_checkpoint`), not a text file such as a saved config.
     """
 
     kind: str
@@ -69,6 +71,7 @@ class Event:
     callee: str = ""
     callee_args: tuple[tuple[str, ast.expr | None], ...] = ()
     fenced: bool = False
+    ckpt: bool = False
 
     @property
     def line(self) -> int:
@@ -89,11 +92,13 @@ class WriteSum:
         what: the writer (``torch.save``, ``wandb.init``).
         line: its line; ``path``: its path expression (``None`` when it has none).
         module: the file it is in.
-        fenced: a collective follows the write in the function (its barrier, or the next
-            all-reduce), so KDP512 is decided there, not at the call sites.
+        fenced: a collective follows the write in the function (its barrier, the next
+            all-reduce, or the next iteration's forward in a loop around both), so KDP512 is
+            decided there, not at the call sites.
         val: for a path built from parameters (``os.path.join(args.output_dir, "config.yaml")``),
             its value in the function, whose parameters each call replaces with its arguments
             (:func:`k8sddp.lint.values.substitute`); ``None`` for the other writes.
+        ckpt: the write is a checkpoint write (:func:`is_checkpoint`), directly or in a callee.
     """
 
     param: str | None
@@ -105,6 +110,7 @@ class WriteSum:
     module: str
     fenced: bool = False
     val: Val | None = None
+    ckpt: bool = False
 
 
 _PER_RANK_KINDS = ("rank", "local", "other", "modrank")
@@ -216,12 +222,14 @@ def _binary_write_open(node: ast.AST) -> bool:
 
 def is_checkpoint(e: Event) -> bool:
     """True for an event that writes a checkpoint (what KDP512 fences): a known checkpoint
-    writer, a binary open for writing (:func:`_binary_write_open`), a project function whose
-    name says it saves, or a rank-0-only write (``write0``)."""
+    writer, a binary open for writing (:func:`_binary_write_open`), a call of a project function
+    whose body makes such a write (directly or through its callees: ``ckpt``; its name does not
+    count: ``save_config`` writing a YAML text file is no checkpoint), or a rank-0-only
+    checkpoint write (``write0``)."""
     if e.kind == "write":
         return e.op.endswith(_CHECKPOINT_WRITERS) or (e.op == "open" and _binary_write_open(e.node))
     if e.kind == "cwrite":
-        return any(word in e.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot"))
+        return e.ckpt
     return e.kind == "write0"
 
 
