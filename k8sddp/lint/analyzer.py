@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from . import knowledge as K
-from .events import Event, Summary, WriteSum, delegated, rank0_checkpoint
+from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
@@ -75,12 +75,18 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
     for e in w.events:
         how = delegated(e, params, w.entry_mask)
+        if how == "derived" and w.an.facts.tests_files(w.func.node):
+            how = delegated(e, params, w.entry_mask, inside=True)
         if how is None:
             continue
         param = e.path.id if how == "param" and isinstance(e.path, ast.Name) else None
         what = e.detail if e.kind == "cwrite" and e.detail else e.op
-        fenced = e.fenced or any(c.kind == "coll" for c in w.events[e.seq + 1:])
-        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path, fenced))
+        loop = e.loops[-1] if e.loops else None  # or the next iteration's collective comes first
+        fenced = e.fenced or any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops))
+                                 for c in w.events)
+        val = e.path_val if how == "derived" else None
+        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path, fenced, val,
+                            is_checkpoint(e)))
     return tuple(out[:16])
 
 
@@ -353,6 +359,11 @@ class Analyzer:
         """Which rank classes can run ``f`` (the union over its call sites of the classes at the
         call site that can run the caller)."""
         return self._context(f.key, set())
+
+    def entry_point(self, f: FuncInfo) -> bool:
+        """True when no function calls ``f``: it is called from module code only
+        (``if __name__ == "__main__": main(args)``), or not at all."""
+        return all(s.caller.endswith("::<module>") for s in self.callsites.get(f.key, []))
 
     def unguarded_context(self, f: FuncInfo) -> Context:
         """Like :meth:`context`, over only the call sites with no rank guard of their own (the

@@ -190,7 +190,10 @@ class CallMixin(IOMixin):
             if arg is not None:
                 self.emit("read", f"{f.name}", node, path=arg, path_val=mapping.get(p))
         if summ.writes:
-            self.call_writes(node, f, params, mapping, summ.writes)
+            # module code calling a function that runs collectives: a training entry point
+            # (`main(args)`), whose writes to paths built from its parameters are judged in it
+            entry = bool(summ.sig) and isinstance(self.func.node, ast.Module)
+            self.call_writes(node, f, params, mapping, summ.writes, entry)
         self.inits_pg = self.inits_pg or summ.init_pg
         if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
             self.io_event("write0", f.name, node, None)
@@ -202,11 +205,12 @@ class CallMixin(IOMixin):
         return substitute(ret, mapping)
 
     def call_writes(self, node: ast.Call, f: FuncInfo, params: list[str], mapping: dict[str, Val],
-                    writes: tuple[WriteSum, ...]) -> None:
+                    writes: tuple[WriteSum, ...], entry: bool = False) -> None:
         """The writes of project function ``f`` judged at this call: those to a path the call
-        passes (always), and its unguarded fixed-path writes when this call is under a rank guard
-        (unguarded calls leave those to be reported inside ``f``). Each is a ``cwrite`` event
-        at the call, naming ``f`` and the writer inside it."""
+        passes or one built from its parameters (always; but for an ``entry`` point, the
+        latter as fixed paths), and its unguarded fixed-path writes when this call is under a
+        rank guard (unguarded calls leave those to be reported inside ``f``). Each is a
+        ``cwrite`` event at the call, naming ``f`` and the writer inside it."""
         guarded = self.mask != ALL or self.many is not None or self.cause is not None
         for ws in writes:
             if ws.param is not None:
@@ -217,8 +221,10 @@ class CallMixin(IOMixin):
                 if arg is None:
                     continue
                 path: ast.expr | None = arg
+            elif ws.val is not None and not entry:  # built from parameters: as this call's arguments make it
+                path, val = ws.path, substitute(ws.val, mapping)
             elif guarded:
-                path, val = ws.path, UNIFORM
+                path, val = ws.path, ws.val or UNIFORM
             else:
                 continue
             saved = self.mask, self.many
@@ -228,7 +234,10 @@ class CallMixin(IOMixin):
             try:
                 where = f"line {ws.line}" if ws.module == self.mod.path else f"{_short(ws.module)}:{ws.line}"
                 detail = ws.what if "() at " in ws.what else f"{ws.what}() at {where}"
-                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced)
+                if ws.module != self.mod.path and "() at line " in detail:  # a line of ws.module
+                    detail = detail.replace("() at line ", f"() at {_short(ws.module)}:", 1)
+                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced,
+                          ckpt=ws.ckpt)
             finally:
                 self.mask, self.many = saved
 

@@ -47,6 +47,8 @@ class Event:
             it gives none), for :mod:`k8sddp.lint.quiet`.
         fenced: for ``cwrite``, a collective follows the write inside the callee (lit-llama's
             ``save_model_checkpoint``: rank-0 ``torch.save``, then ``fabric.barrier()``).
+        ckpt: for ``cwrite``, the write inside the callee is a checkpoint write
+            (:func:`is_checkpoint`), not a text file such as a saved config.
     """
 
     kind: str
@@ -69,6 +71,7 @@ class Event:
     callee: str = ""
     callee_args: tuple[tuple[str, ast.expr | None], ...] = ()
     fenced: bool = False
+    ckpt: bool = False
 
     @property
     def line(self) -> int:
@@ -89,8 +92,13 @@ class WriteSum:
         what: the writer (``torch.save``, ``wandb.init``).
         line: its line; ``path``: its path expression (``None`` when it has none).
         module: the file it is in.
-        fenced: a collective follows the write in the function (its barrier, or the next
-            all-reduce), so KDP512 is decided there, not at the call sites.
+        fenced: a collective follows the write in the function (its barrier, the next
+            all-reduce, or the next iteration's forward in a loop around both), so KDP512 is
+            decided there, not at the call sites.
+        val: for a path built from parameters (``os.path.join(args.output_dir, "config.yaml")``),
+            its value in the function, whose parameters each call replaces with its arguments
+            (:func:`k8sddp.lint.values.substitute`); ``None`` for the other writes.
+        ckpt: the write is a checkpoint write (:func:`is_checkpoint`), directly or in a callee.
     """
 
     param: str | None
@@ -101,21 +109,35 @@ class WriteSum:
     path: ast.expr | None
     module: str
     fenced: bool = False
+    val: Val | None = None
+    ckpt: bool = False
 
 
-def delegated(e: Event, params: tuple[str, ...], entry_mask: int) -> str | None:
+_PER_RANK_KINDS = ("rank", "local", "other", "modrank")
+
+
+def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False) -> str | None:
     """Whether a write event of a function is judged at its call sites: ``"param"`` when its
-    path is a parameter, ``"fixed"`` when it runs unguarded in the function, else ``None``."""
+    path is a parameter, ``"derived"`` when it runs unguarded to a path built from parameters
+    (``os.path.join(args.output_dir, "config.yaml")``), unless ``inside`` (the function tests
+    whether files exist: :func:`k8sddp.lint.scopes.tests_files`; such a function is judged as
+    one writing a fixed path), ``"fixed"`` when it runs unguarded in the function, else
+    ``None``. A function that runs collectives and is called from module code only (``main(args)``
+    under ``if __name__ == "__main__":``) has its ``"derived"`` writes judged as ``"fixed"``
+    ones (:func:`k8sddp.lint.rules_io.check_io`, :meth:`k8sddp.lint.calls.CallMixin.call_writes`).
+    """
     if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None or e.one:
         return None
     if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker":
         return "param"
     pv = e.path_val
-    if pv is not None and pv.kind in ("rank", "local", "other", "modrank"):
+    unguarded = e.mask == entry_mask and e.many is None and e.cause is None
+    if (unguarded and not inside and pv is not None and e.kind != "tracker" and pv.rank is None
+            and not pv.params.isdisjoint(params)):
+        return "derived"  # per rank or not as the caller's arguments make it
+    if pv is not None and pv.kind in _PER_RANK_KINDS:
         return None  # a per-rank name
-    if e.mask == entry_mask and e.many is None and e.cause is None:
-        return "fixed"
-    return None
+    return "fixed" if unguarded else None
 
 
 @dataclasses.dataclass
@@ -200,12 +222,14 @@ def _binary_write_open(node: ast.AST) -> bool:
 
 def is_checkpoint(e: Event) -> bool:
     """True for an event that writes a checkpoint (what KDP512 fences): a known checkpoint
-    writer, a binary open for writing (:func:`_binary_write_open`), a project function whose
-    name says it saves, or a rank-0-only write (``write0``)."""
+    writer, a binary open for writing (:func:`_binary_write_open`), a call of a project function
+    whose body makes such a write (directly or through its callees: ``ckpt``; its name does not
+    count: ``save_config`` writing a YAML text file is no checkpoint), or a rank-0-only
+    checkpoint write (``write0``)."""
     if e.kind == "write":
         return e.op.endswith(_CHECKPOINT_WRITERS) or (e.op == "open" and _binary_write_open(e.node))
     if e.kind == "cwrite":
-        return any(word in e.op.lower() for word in ("save", "ckpt", "checkpoint", "snapshot"))
+        return e.ckpt
     return e.kind == "write0"
 
 

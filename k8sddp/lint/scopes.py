@@ -20,7 +20,7 @@ from .treewalk import walk_lean
 
 __all__ = [
     "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
-    "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread",
+    "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread", "tests_files",
 ]
 
 _T = TypeVar("_T")
@@ -130,6 +130,27 @@ def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str]
     return False
 
 
+_FILE_TESTS = frozenset({"exists", "isfile", "is_file", "lexists"})
+
+
+def _callee_name(node: ast.expr) -> str:
+    func = node.func if isinstance(node, ast.Call) else node
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def tests_files(func: ast.AST) -> bool:
+    """Whether the body of ``func`` asks whether a file exists (``os.path.exists``, ``isfile``,
+    ``Path.exists()``) or holds a file lock (``with FileLock(...)``): what it writes then depends
+    on what is already on disk (download-if-missing, caches), not on its arguments alone."""
+    for n in walk_lean(func):
+        if isinstance(n, ast.Call) and _callee_name(n) in _FILE_TESTS:
+            return True
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                _callee_name(i.context_expr).endswith("Lock") for i in n.items):
+            return True
+    return False
+
+
 class NodeFacts:
     """The facts above that every walk of a function asks for, each computed once per node.
 
@@ -143,6 +164,7 @@ class NodeFacts:
         self._guards: dict[int, tuple[ast.AST, frozenset[str]]] = {}
         self._same: dict[int, tuple[ast.AST, frozenset[str]]] = {}
         self._dumps: dict[int, tuple[ast.AST, str]] = {}
+        self._files: dict[int, tuple[ast.AST, bool]] = {}
 
     @staticmethod
     def _get(cache: dict[int, tuple[ast.AST, _T]], node: ast.AST, compute: Callable[[ast.AST], _T]) -> _T:
@@ -168,6 +190,10 @@ class NodeFacts:
     def dump(self, node: ast.AST) -> str:
         """``ast.dump(node)``."""
         return self._get(self._dumps, node, ast.dump)
+
+    def tests_files(self, func: ast.AST) -> bool:
+        """:func:`tests_files` of ``func``."""
+        return self._get(self._files, func, tests_files)
 
 
 def progress_wrapper(name: str) -> bool:
