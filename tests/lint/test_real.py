@@ -51,5 +51,5 @@ def test_real_scripts_keep_their_figures() -> None:
     tp = sum(c.get("tp", 0) for c in counts.values())
     fp = sum(c.get("fp", 0) for c in counts.values())
     fn = sum(c.get("fn", 0) for c in counts.values())
-    if sum(res["scripts"].values()) == 89:  # every mirror present: the figures of docs/lint.md (173/14/21)
-        assert tp / (tp + fp) >= 0.92 and tp / (tp + fn) >= 0.89, (tp, fp, fn)
+    if sum(res["scripts"].values()) == 140:  # every mirror present: the figures of docs/lint.md (282/32/57)
+        assert tp / (tp + fp) >= 0.89 and tp / (tp + fn) >= 0.83, (tp, fp, fn)
