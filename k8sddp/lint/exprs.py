@@ -118,6 +118,8 @@ class ExprEval(abc.ABC):
     mod: Module
     env: dict[str, Val]
     locals_: set[str]
+    #: loop variables over literal names (``for v in ("RANK", ...)``) -> those names
+    env_loops: dict[str, list[str]]
     #: node class -> its ``_e_`` method of this class (or None), filled as classes are met
     _e_methods: ClassVar[dict[type, Callable[..., Val] | None]] = {}
 
@@ -217,7 +219,7 @@ class ExprEval(abc.ABC):
         variables (:data:`~k8sddp.lint.knowledge.RANK_ENV`); a loop variable over literal names
         (``for v in ("LOCAL_RANK", "SLURM_LOCALID"): ... os.environ[v]``) joins theirs."""
         name = env_name(key)
-        names = [name] if name is not None else getattr(self, "env_loops", {}).get(getattr(key, "id", ""), [])
+        names = [name] if name is not None else (self.env_loops.get(key.id, []) if isinstance(key, ast.Name) else [])
         kinds = [K.RANK_ENV[n] for n in names if n in K.RANK_ENV]
         return join(*(Val(rank=k) for k in kinds)) if kinds else UNIFORM
 

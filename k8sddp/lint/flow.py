@@ -281,8 +281,9 @@ class Walker(CallMixin):
         self.expr(v)
 
     def _s_Assign(self, s: ast.Assign) -> None:
-        if isinstance(s.value, ast.Tuple) and all(isinstance(e, (ast.Name, ast.Attribute)) for e in s.value.elts):
-            self.packed[env_key(s.targets[0]) or ""] = [self.expr(e) for e in s.value.elts]  # scopes.spread
+        elts = s.value.elts if isinstance(s.value, ast.Tuple) else []
+        if elts and all(isinstance(e, (ast.Name, ast.Attribute)) for e in elts) and (key := env_key(s.targets[0])):
+            self.packed[key] = [self.expr(e) for e in elts]  # scopes.spread
         val = self.expr(s.value)
         for t in s.targets:
             self.assign(t, val, s.value)
