@@ -31,8 +31,8 @@ def _bench():
 def test_table_is_well_formed() -> None:
     scripts, labels = _bench().read_table()
     assert len(scripts) >= 30
-    assert sum(1 for s in scripts if s["split"] in ("held", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8")) >= 10  # held back from tuning
-    assert {s["split"] for s in scripts} <= {"tune", "held", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8"}
+    assert sum(1 for s in scripts if s["split"] in ("held", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9")) >= 10  # held back from tuning
+    assert {s["split"] for s in scripts} <= {"tune", "held", "fresh", "fresh3", "fresh4", "fresh5", "fresh6", "fresh7", "fresh8", "fresh9"}
     known = {(s["repo"], s["path"]) for s in scripts}
     for repo, path, line, rule in labels:
         assert (repo, path) in known and line > 0 and rule in RULES, (repo, path, line, rule)
@@ -44,7 +44,8 @@ def test_real_scripts_keep_their_figures() -> None:
     if not MIRROR.is_dir():
         pytest.skip(f"no git mirrors at {MIRROR}")
     bench = _bench()
-    res = bench.measure(MIRROR, Path(tempfile.gettempdir()) / "k8sddp-lint-real")  # the bench's own cache
+    res = bench.measure(MIRROR, Path(tempfile.gettempdir()) / "k8sddp-lint-real",  # the bench's own cache
+                        skip_splits=frozenset({"fresh9"}))  # held back, not looked at before its one run
     if not res["scripts"]:
         pytest.skip("no labelled repository is mirrored here")
     counts = res["counts"]["all"]["severity"]
