@@ -10,7 +10,8 @@ highest collective sequence number it entered (flight recorder). The order of re
 3. a collective mismatch -> the rank whose collective at the parting sequence number differs from
    its peers' (gloo's size-mismatch abort, or flight-recorder entries that disagree);
 4. a rank that died by a signal without a record -> ``died`` (an NCCL watchdog teardown is not a
-   death but a communication failure: that rank only waited);
+   death but a communication failure: that rank only waited; nor is a rank ended by the hard
+   stop's SIGALRM or torchrun's SIGTERM while another rank vanished by another cause);
 5. a rank ended by the hard stop -> ``gil-starved``;
 6. otherwise a hang: the ranks that never entered the collective their peers entered (flight
    recorder), confirmed by a main thread outside any collective (stacks), else the ranks outside
@@ -22,6 +23,7 @@ Missing or truncated evidence lowers the confidence and is said in ``notes``.
 from __future__ import annotations
 
 import re
+import signal
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
@@ -50,6 +52,12 @@ from .torchrun import (
 )
 
 _TB_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+#: Exits of a rank that waited for a dead peer: SIGALRM is the runtime's hard stop (its alarm ends a
+#: rank stuck in one C call past its budget, docs/runtime.md), SIGTERM torchrun's teardown of the
+#: survivors (``PContext.close``); torchrun prints a signal negative, a shell wrapper's 128 + N, and
+#: 142/143 are also the runtime's own hang and teardown exits. Where another rank vanished by a
+#: different cause, that one died.
+_AFTERMATH_EXITS = tuple(code for sig in (signal.SIGALRM, signal.SIGTERM) for code in (-sig, 128 + sig))
 
 
 class _Analysis:
@@ -145,6 +153,14 @@ class _Analysis:
         if found:
             return found, self._roles([ranks[c.rank] for c in found if c.rank is not None])
         died = [r for r in ranks.values() if r.kind == "vanished" and not self._nccl_teardown(r)]
+        first = [r for r in died if r.exit not in _AFTERMATH_EXITS]
+        if first and len(first) < len(died):  # the others were ended while they waited for it
+            for r in died:
+                if r not in first:
+                    self.notes.append(f"rank {r.rank}: ended by {signal_name(r.exit or 0)} without a record "
+                                      "after another rank died (the hard stop or torchrun's teardown while "
+                                      "it waited): not named")
+            died = first
         if died:
             return [self._died(r) for r in died], self._roles(died)
         hard = [r for r in ranks.values() if r.kind == "hang-hard"]

@@ -360,15 +360,18 @@ class Launcher:
         record["duration_s"] = round(time.monotonic() - started_at, 3)
         return self._finish(run, node, record, artifacts, code, None, tail)
 
-    def _diagnose(self, run: RunDir, node: int, tail: collections.deque[str]) -> Any:
+    def _diagnose(self, run: RunDir, node: int, tail: collections.deque[str], *, succeeded: bool) -> Any:
         """The shared analysis (:mod:`k8sddp.diagnose`) of this attempt and, on a shared volume,
-        the other nodes' (waiting at most ``K8SDDP_PEER_WAIT_SECONDS``); ``None`` if it fails (the
-        launcher's own verdict then stands, with a warning); ``None`` without one (``analyse``)."""
+        the other nodes' (waiting at most ``K8SDDP_PEER_WAIT_SECONDS``, not at all when this
+        node's command ``succeeded``: a node whose ranks all finished blames no peer, and its
+        pod should not linger); ``None`` if it fails (the launcher's own verdict then stands,
+        with a warning); ``None`` without one (``analyse``)."""
         if self.analyse is None:
             return None
         raw = torchrun_flag(self.command, "--nnodes") or self.env.get("PET_NNODES") or "1"
         nnodes = int(raw.split(":")[-1]) if raw.split(":")[-1].isdigit() else 1
-        wait = _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0, maximum=120.0)  # checked in _prepare
+        wait = 0.0 if succeeded else _number(self.env, PEER_WAIT, DEFAULT_PEER_WAIT_S, minimum=0.0,
+                                             maximum=120.0)  # checked in _prepare
         try:
             return self.analyse(run.path, node=node, nnodes=nnodes, log_tail=list(tail),
                                  wait_s=wait)
@@ -403,7 +406,7 @@ class Launcher:
                     if waiting_in_collective(run, r, started.get(r, {}).get("main_thread")) is False]
             if busy:
                 outcome.suspects = busy
-        diagnosis = self._diagnose(run, node, tail) if error is None else None
+        diagnosis = self._diagnose(run, node, tail, succeeded=child_code == 0) if error is None else None
         if diagnosis is not None:
             outcome = refine(outcome, diagnosis)
         progress = max(outcome.max_step, newest_complete_step(artifacts.checkpoints))

@@ -22,6 +22,11 @@ from typing import IO, Any
 from .artifacts import RunDir, write_bytes_atomic, write_json_atomic
 from .watchdog import Heartbeat, Stall
 
+#: How long a second ``failure`` caller waits for the first one's record to be on disk before it
+#: returns (and, as a rule, ``os._exit``s): a few milliseconds normally; bounded so that a writer
+#: stuck on a dead volume cannot keep the process alive past its hard stop.
+FAILURE_WRITE_WAIT_S = 5.0
+
 
 def _utc() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
@@ -48,6 +53,7 @@ class Reporter:
         self._lock = threading.Lock()
         self._wall_offset = time.time() - time.monotonic()
         self._written_failure = False
+        self._failure_done = threading.Event()
         self.stacks: IO[str] = sys.stderr
         self._trace: IO[str] | None = None
         if run is not None:
@@ -77,14 +83,28 @@ class Reporter:
                 stall: Stall | None = None, **extra: Any) -> None:
         """Write ``failure-rank<R>.json`` (first call wins) and print a one-line summary.
 
+        A later call (another thread: the main thread's collective error racing the watchdog
+        thread's SIGTERM or stall path) writes nothing but returns only once the first call's
+        record is written (at most :data:`FAILURE_WRITE_WAIT_S`): its caller's ``os._exit``
+        must not cut the first record short, or the rank would look as if it died without one.
+
         ``kind``: ``hang`` | ``comm`` | ``exception`` | ``config`` | ``preempted`` | ``terminated``
         | ``exited`` (zero-code and API modes: the script ended through the interpreter;
         ``exit_code`` ``None``, torchrun knows it).
         """
         with self._lock:
-            if self._written_failure:
-                return
+            first = not self._written_failure
             self._written_failure = True
+        if not first:
+            self._failure_done.wait(FAILURE_WRITE_WAIT_S)
+            return
+        try:
+            self._write_failure(kind, exit_code, message, exc, stall, extra)
+        finally:
+            self._failure_done.set()
+
+    def _write_failure(self, kind: str, exit_code: int | None, message: str, exc: BaseException | None,
+                       stall: Stall | None, extra: dict[str, Any]) -> None:
         record = {**self._base(), "kind": kind, "exit_code": exit_code, "message": message, **extra}
         if stall is not None:
             record.update(step=stall.step, phase=stall.phase, since_beat_s=round(stall.since_beat_s, 3),

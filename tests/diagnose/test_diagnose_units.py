@@ -91,6 +91,28 @@ def test_gloo_abort_without_dump_names_the_aborting_rank(tmp_path: Path) -> None
     assert out.code == ec.TASK_ERROR and "collective mismatch" in out.reason
 
 
+def test_a_rank_ended_by_the_hard_stop_while_its_peer_died_only_waited(tmp_path: Path) -> None:
+    """Rank 1 SIGKILLed (the OOM killer); rank 0, waiting for it, ended by the hard stop's SIGALRM
+    before its watchdog wrote a record (seen on a loaded CI machine): one culprit, rank 1."""
+    d = tmp_path / "runs" / "20261201T100000-node0-eeeeee"
+    d.mkdir(parents=True)
+    for r in (0, 1):
+        rank_files(d, r, world=2, kind="x", step=3, phase="step", stacks=None, fr=None)
+        (d / f"failure-rank{r}.json").unlink()
+    for code in ("-14", "142"):  # torchrun's signal, or the runtime's own hang exit with its record lost
+        tail = ["  rank      : 0 (local_rank: 0)", f"  exitcode  : {code} (pid: 8)",
+                "  rank      : 1 (local_rank: 1)", "  exitcode  : -9 (pid: 9)"]
+        run_record(d, 0, failure_log_tail=tail, exit_code=137)
+        diag = diagnose_dir(tmp_path)
+        (c,) = diag.culprits
+        assert (c.kind, c.rank, c.signal) == ("died", 1, "SIGKILL")
+        assert {s.rank: s.role for s in diag.ranks} == {0: "waiting", 1: "culprit"}
+        assert any("rank 0: ended by SIGALRM" in n for n in diag.notes), diag.notes
+    # both ended by the aftermath signals alone: neither is set aside
+    run_record(d, 0, failure_log_tail=[tail[0], tail[1], tail[2], "  exitcode  : -15 (pid: 9)"], exit_code=137)
+    assert sorted(c.rank for c in diagnose_dir(tmp_path).culprits) == [0, 1]
+
+
 def test_nccl_teardown_stays_retryable(tmp_path: Path) -> None:
     d = tmp_path / "runs" / "20261201T100000-node0-dddddd"
     d.mkdir(parents=True)

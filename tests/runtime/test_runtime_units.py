@@ -702,3 +702,52 @@ def test_prune_hashes_only_what_it_keeps(tmp_path: Path, monkeypatch) -> None:
     prune(tmp_path, keep=2, task="mine")
     assert sorted(read) == ["ckpt-000000004.pt", "ckpt-000000005.pt"]
     assert manifest_steps(tmp_path) == [9, 5, 4]
+
+
+def test_a_node_that_succeeded_does_not_wait_for_its_peers(tmp_path: Path) -> None:
+    """Multi-node (PET_NNODES=2) with no other node's folder on the volume: a command that exits 0
+    is diagnosed at once; one that fails waits K8SDDP_PEER_WAIT_SECONDS for the peers' records."""
+    from k8sddp.diagnose.live import launcher_view
+    from k8sddp.runtime.launcher import Launcher
+
+    seen: list[float] = []
+
+    def analyse(*args, **kwargs):  # the real view, recording the wait it was given
+        seen.append(kwargs["wait_s"])
+        return launcher_view(*args, **kwargs)
+
+    for code, art in ((0, "ok"), (3, "bad")):
+        env = guard_env(tmp_path / art, PET_NNODES="2", K8SDDP_PEER_WAIT_SECONDS="1.5")
+        started = time.monotonic()
+        Launcher([sys.executable, "-c", f"raise SystemExit({code})"], env, analyse=analyse).run()
+        took = time.monotonic() - started
+        assert code == 0 or took >= 1.5, took  # it waited out the peers that never came
+    assert seen == [0.0, 1.5]
+
+
+def test_a_second_failure_call_returns_only_after_the_first_record_is_written(tmp_path: Path) -> None:
+    """The watchdog thread's "terminated" record races the main thread's "comm" one; the loser's
+    caller os._exit()s as soon as failure() returns, so it must not return before the winner wrote
+    (seen: a rank that printed "terminated" but left no record, diagnosed as died by SIGALRM)."""
+    from k8sddp.runtime.artifacts import RunDir
+    from k8sddp.runtime.report import Reporter
+
+    run = RunDir(tmp_path / "r")
+    rep = Reporter(run, rank=0, local_rank=0, world_size=2)
+    entered = threading.Event()
+
+    def slow_info(phase: str) -> dict:
+        entered.set()
+        time.sleep(0.5)  # the winner is slow to write (a loaded node)
+        return {"budget_source": "default"}
+
+    rep.budget_info = slow_info
+    rep.hb = None
+    winner = threading.Thread(target=lambda: rep.failure("terminated", exit_code=ec.PREEMPTED, message="x",
+                                                         phase="step"))
+    winner.start()
+    assert entered.wait(10)
+    rep.failure("comm", exit_code=ec.HANG, message="y")  # the loser
+    assert run.failure(0).exists(), "the loser returned before the winner's record was written"
+    assert json.loads(run.failure(0).read_text())["kind"] == "terminated"
+    winner.join(10)
