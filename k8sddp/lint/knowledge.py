@@ -173,7 +173,8 @@ RANK_ENV: dict[str, str] = {
     "PMI_RANK": "rank", "MV2_COMM_WORLD_RANK": "rank",
 }
 #: Functions (terminal name) returning a rank-dependent value, when not defined in the project
-#: (torch.distributed, torchvision references, Accelerate, transformers, timm ``is_primary``).
+#: (torch.distributed, torchvision references, Accelerate, transformers, timm ``is_primary``,
+#: DALLE-pytorch ``is_root_worker``).
 RANK_FUNCTIONS: dict[str, str] = {
     "get_rank": "rank", "Get_rank": "rank", "get_ordinal": "rank", "get_local_rank": "local",
     "get_node_local_rank": "local", "get_local_ordinal": "local",
@@ -182,6 +183,8 @@ RANK_FUNCTIONS: dict[str, str] = {
     "is_global_zero": "zero", "is_world_process_zero": "zero", "is_master_process": "zero",
     "is_local_main_process": "lzero", "is_local_master": "lzero", "is_local_process_zero": "lzero",
     "is_master_ordinal": "lzero", "split_between_processes": "other",
+    # DALLE-pytorch's backends (distributed_backends: DeepSpeed, Horovod, dummy)
+    "is_root_worker": "zero", "is_local_root_worker": "lzero",
 }
 #: Attributes (on any object) that hold a rank-dependent value (Accelerate PartialState,
 #: Lightning Trainer/Fabric/LightningModule, transformers TrainingArguments, argparse idioms).
