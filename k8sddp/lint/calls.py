@@ -350,8 +350,9 @@ class CallMixin(IOMixin):
         if q in K.DEEPSPEED_GATHERS:
             self.emit("coll", "zero-gather", node, detail=f"{q}() (it all-gathers the ZeRO-3 partitions)")
             return UNIFORM
-        if q in K.DDP_WRAPPERS or q in K.FSDP_WRAPPERS or last in ("DistributedDataParallel", "FullyShardedDataParallel"):
-            kind = "fsdp" if (q in K.FSDP_WRAPPERS or last == "FullyShardedDataParallel") else "ddp"
+        wrapper = q.rpartition(".")[2] if q else last  # `from apex.parallel import DistributedDataParallel as DDP`
+        if q in K.DDP_WRAPPERS or q in K.FSDP_WRAPPERS or wrapper in ("DistributedDataParallel", "FullyShardedDataParallel"):
+            kind = "fsdp" if (q in K.FSDP_WRAPPERS or wrapper == "FullyShardedDataParallel") else "ddp"
             self.emit("coll", kind + "-init", node, detail=f"the {kind.upper()} constructor (it broadcasts parameters from rank 0)")
             return Val(wrapped=kind)
         if q in K.FSDP_INPLACE or (last == "fully_shard" and (q == last or q.startswith("torch."))):
