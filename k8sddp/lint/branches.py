@@ -12,6 +12,8 @@
   (llama-recipes: ``if train_config.enable_fsdp: setup()``; :func:`note_init`).
 - :func:`walk_try`: ``try``/``except``, where an ``except StopIteration`` body runs when this
   rank's data ran out (the others may still hold batches).
+- :func:`walk_assert`: an ``assert`` on a test of per-rank numbers in a loop is the ``if not
+  test: raise`` it means.
 """
 
 from __future__ import annotations
@@ -21,14 +23,15 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .events import Event
 from .scopes import runs_dry
-from .values import UNIFORM, merge_envs
+from .values import MANY, UNIFORM, condition_classes, merge_envs
 
 if TYPE_CHECKING:
     from .project import FuncInfo, Module
     from .values import Val
 
 __all__ = [
-    "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_match", "walk_try",
+    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_assert",
+    "walk_match", "walk_try",
 ]
 
 
@@ -59,6 +62,9 @@ class BranchWalker(Protocol[_S]):
     cause: ast.AST | None
     cause_is_exit: bool
     env: dict[str, Val]
+    loops: list[ast.AST]
+    dist_depth: int
+    dist_facts: dict[str, bool]
 
     def expr(self, node: ast.expr | None) -> Val:
         """The value of ``node``."""
@@ -189,3 +195,37 @@ def walk_match(w: BranchWalker[_S], s: ast.Match) -> None:
         w.block(case.body)
         masks |= w.mask
     w.mask = masks or before.mask
+
+
+class AssertRaise(ast.Raise):
+    """The ``raise`` an ``assert`` means when its test fails (findings name it ``word``)."""
+
+    word = "assert"
+
+
+def walk_assert(w: BranchWalker[_S], s: ast.Assert) -> None:
+    """Walk ``assert test``. Inside the distributed set-up it states facts (:func:`assert_facts`).
+    In a loop, an assert on a test of per-rank numbers (the local loss: ``assert
+    torch.isfinite(losses).all()``, ``assert not np.isnan(loss)``; docs/lint.md, "How rank
+    dependence is decided") is walked as ``if not test: raise``: it fails on some ranks only, and
+    the others wait in the loop's next collective (KDP502, reported at the assert). Asserts on a
+    rank or on the configuration (``assert rank < world_size``) stay sanity checks."""
+    if w.dist_depth:
+        w.expr(s.test)
+        w.dist_facts.update(assert_facts(s.test))
+        return
+    if w.loops:
+        w.silent += 1
+        try:
+            test = w.expr(s.test)
+        finally:
+            w.silent -= 1
+        if test.kind is None and test.ddp_out and condition_classes(test, s.test) == MANY and not test.synced:
+            fail = ast.copy_location(AssertRaise(exc=None, cause=None), s)
+            t = s.test
+            failed = (t.operand if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not)
+                      else ast.copy_location(ast.UnaryOp(op=ast.Not(), operand=t), t))
+            branch = ast.copy_location(ast.If(test=failed, body=[fail], orelse=[]), s)
+            w.block([branch])
+            return
+    w.expr(s.test)

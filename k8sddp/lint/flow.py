@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .branches import (
-    assert_facts,
     fact_flag,
     note_init,
     pair_arms,
     return_case,
+    walk_assert,
     walk_match,
     walk_try,
 )
@@ -313,6 +313,8 @@ class Walker(CallMixin):
         self.expr(s.exc)
         self.exit(s, "raise")
 
+    _s_AssertRaise = _s_Raise  # the failing arm of an assert (branches.walk_assert)
+
     def _s_Break(self, s: ast.Break) -> None:
         self.exit(s, "break")
 
@@ -496,9 +498,7 @@ class Walker(CallMixin):
         walk_match(self, s)
 
     def _s_Assert(self, s: ast.Assert) -> None:
-        self.expr(s.test)
-        if self.dist_depth:
-            self.dist_facts.update(assert_facts(s.test))
+        walk_assert(self, s)
 
     def _s_Delete(self, s: ast.Delete) -> None:
         return None

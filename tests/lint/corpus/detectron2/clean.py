@@ -1,5 +1,6 @@
 """detectron2 plain_train_net.py shape: detectron2.utils.comm helpers, EventStorage, periodic eval."""
 import logging
+import math
 import os
 from collections import OrderedDict
 
@@ -40,9 +41,9 @@ def do_train(cfg, model, data_loader, test_loaders, evaluators, resume=False):
             storage.iter = iteration
             loss_dict = model(data)
             losses = sum(loss_dict.values())
-            assert torch.isfinite(losses).all(), loss_dict
             loss_dict_reduced = {k: v.item() for k, v in comm.reduce_dict(loss_dict).items()}
             losses_reduced = sum(loss for loss in loss_dict_reduced.values())
+            assert math.isfinite(losses_reduced), loss_dict_reduced  # all-reduced: the same on every rank
             if comm.is_main_process():
                 storage.put_scalars(total_loss=losses_reduced, **loss_dict_reduced)
             optimizer.zero_grad()
