@@ -203,6 +203,13 @@ class Analyzer:
             return False
         return any(b.split(".")[-1] == "LightningModule" for b in f.module.class_bases.get(f.cls, []))
 
+    def framework_hook(self, f: FuncInfo) -> bool:
+        """True for an ``on_*`` method of a framework callback class (:data:`knowledge.CALLBACK_BASES`):
+        the framework, not the project, calls it, on every rank with the same arguments."""
+        if not f.cls or not f.name.startswith("on_"):
+            return False
+        return any(b.split(".")[-1] in K.CALLBACK_BASES for b in f.module.class_bases.get(f.cls, []))
+
     def param_vals_for(self, f: FuncInfo) -> dict[str, Val]:
         """Initial values of ``f``'s parameters: what callers pass (joined), else a seed from the
         parameter's name for entry points (``rank``, ``local_rank``; ``model`` is taken to be the

@@ -282,7 +282,8 @@ def _lint_sources(
                 continue
             found.extend(check_sync(w))
             found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules),
-                                  analyzer.unguarded_context(f), analyzer.entry_point(f)))
+                                  analyzer.unguarded_context(f), analyzer.entry_point(f),
+                                  analyzer.framework_hook(f)))
         found.extend(check_misc(mod, project))
         found.extend(check_forward(mod))
         raws[name] = found

@@ -197,6 +197,8 @@ RANK_ATTRIBUTES: dict[str, str] = {
     "is_main_process": "zero", "is_global_zero": "zero", "is_master": "zero",
     "master_process": "zero", "is_rank_zero": "zero", "should_save": "zero", "is_main": "zero",
     "is_local_main_process": "lzero", "is_local_zero": "lzero", "is_local_master": "lzero",
+    # transformers TrainerState (a callback hook's `state`)
+    "is_world_process_zero": "zero", "is_local_process_zero": "lzero",
 }
 #: Functions and attributes that are the same on every rank (world size and friends).
 UNIFORM_FUNCTIONS: frozenset[str] = frozenset(
@@ -288,3 +290,8 @@ VALUE_CALLS = frozenset(
      "dict", "sorted", "round", "torch.tensor", "torch.as_tensor", "torch.full", "torch.ones", "torch.zeros",
      "numpy.array", "numpy.asarray", "f"}
 )
+#: Base classes (terminal name) whose ``on_*`` methods the framework calls on every rank with the
+#: same arguments: transformers' ``TrainerCallback`` (trainer_callback.py, CallbackHandler runs
+#: each event on every process) and Lightning's ``Callback`` (its hooks run on every rank; writes
+#: belong under ``trainer.is_global_zero``).
+CALLBACK_BASES: frozenset[str] = frozenset({"TrainerCallback", "Callback"})

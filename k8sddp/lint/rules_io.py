@@ -94,14 +94,16 @@ def _cli_local_rank(w: Walker, guard: ast.AST | None) -> str | None:
 
 
 def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | None = None,
-             entry: bool = False) -> list[Raw]:
+             entry: bool = False, hook: bool = False) -> list[Raw]:
     """KDP504/506 findings of one walked function, called under ``ctx``.
 
     A write whose path is a parameter, or is built from parameters, is judged at each call site
     (the call's arguments name the file); an unguarded write to a fixed path is judged at the
     call sites under a rank guard and, here, under ``unguarded`` (the context of the calls with
     no guard of their own). An ``entry`` point (no function calls it) that runs collectives has
-    its writes to paths built from its parameters judged as fixed-path ones.
+    its writes to paths built from its parameters judged as fixed-path ones, and so has a
+    framework ``hook`` (``TrainerCallback.on_save``: the framework passes every rank the same
+    ``args.output_dir``).
     """
     out: list[Raw] = []
     mod_path = w.mod.path
@@ -115,6 +117,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
             how = delegated(e, params, w.entry_mask, inside=True)
         if how == "derived" and runs_collectives and entry:
             how = "fixed"  # `main(args)`: see CallMixin.project_call
+        if how in ("param", "derived") and hook:
+            how = "fixed"
         if how in ("param", "derived") and (ctx.called or not runs_collectives):
             # judged at the call sites; with none in sight, a helper's path is its caller's
             # (an entry point that itself runs collectives, `main(output_dir)`, is judged here)
