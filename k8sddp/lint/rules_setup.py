@@ -3,7 +3,8 @@
 - KDP511: the CUDA device index comes from the global rank (``RANK``, ``dist.get_rank()``,
   ``SLURM_PROCID``) instead of the local rank. On one node they agree; on the second node rank 8
   asks for GPU 8 of an 8-GPU machine (``invalid device ordinal``), or two processes share a GPU.
-  ``rank % torch.cuda.device_count()`` is a local index and fine.
+  ``rank % torch.cuda.device_count()`` is a local index and fine. Accelerate's ``process_index``
+  is global too (``device_map={"": Accelerator().process_index}``).
 - KDP513: ``deepspeed.init_distributed()`` or a Lightning/Fabric strategy (``DDPStrategy``,
   ``FSDPStrategy``, ...) without ``timeout=``. The framework's default (1800 s) is explicit in its
   source, so this is a warning, not the KDP505 error of a bare ``init_process_group``.
@@ -45,12 +46,15 @@ def _global_rank_source(node: ast.expr, names: set[str]) -> bool:
         text = ast.unparse(node.func)
         if text in ("dist.get_rank", "torch.distributed.get_rank", "get_rank"):
             return True
+    if isinstance(node, ast.Attribute) and node.attr == "process_index":
+        return True  # Accelerate's Accelerator/PartialState: the global index (local_process_index is per node)
     return isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in names
 
 
 def _device_index(node: ast.Call, q: str) -> ast.expr | None:
     """The device index a call chooses: ``torch.cuda.set_device(i)``, ``torch.device("cuda", i)``,
-    ``x.cuda(i)``, ``x.to(i)``, ``DistributedDataParallel(m, device_ids=[i])``."""
+    ``x.cuda(i)``, ``x.to(i)``, ``DistributedDataParallel(m, device_ids=[i])``, transformers'
+    ``from_pretrained(..., device_map={"": i})``."""
     last = q.split(".")[-1] if q else (node.func.attr if isinstance(node.func, ast.Attribute) else "")
     if last in _DEVICE_CALLS and node.args:
         return node.args[0]
@@ -61,6 +65,8 @@ def _device_index(node: ast.Call, q: str) -> ast.expr | None:
     for k in node.keywords:
         if k.arg == "device_ids" and isinstance(k.value, ast.List) and len(k.value.elts) == 1:
             return k.value.elts[0]
+        if k.arg == "device_map" and isinstance(k.value, ast.Dict) and len(k.value.values) == 1:
+            return k.value.values[0]  # `from_pretrained(..., device_map={"": index})`: the whole model there
     return None
 
 
