@@ -257,8 +257,11 @@ ITER_PASSTHROUGH: frozenset[str] = frozenset({"tqdm", "enumerate", "iter", "list
 GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl", "accelerate", "Accelerator", "deepspeed", "Fabric", "lightning")
 #: DataLoader drop-ins that take DataLoader's arguments (torchdata's StatefulDataLoader, used by
 #: torchtune and Accelerate's use_stateful_dataloader; timm's MultiEpochsDataLoader keeps its
-#: workers alive by itself, so it needs no persistent_workers).
-DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpochsDataLoader"})
+#: workers alive by itself, so it needs no persistent_workers; webdataset's WebLoader subclasses
+#: DataLoader and passes it every argument).
+DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpochsDataLoader", "WebLoader"})
+#: Modules those drop-ins come from (the qualified name's prefix).
+DATALOADER_MODULES: tuple[str, ...] = ("torch.utils.data", "torchdata", "timm", "webdataset")
 #: Framework process-group setup whose default timeout is explicit in the framework (1800 s):
 #: deepspeed.init_distributed (deepspeed/comm/comm.py timeout=default_pg_timeout, 30 min) and
 #: Lightning's strategies (lightning/fabric/plugins/collectives/torch_collective.py
