@@ -223,8 +223,8 @@ class Analyzer:
             v = joined.get(p) if joined is not None else None
             if f.key in self.spawn_targets and i == 0:
                 v = Val(prank="rank")
-            elif v is None and joined is None and p in K.RANK_PARAMS:
-                v = Val(prank=K.RANK_PARAMS[p])
+            elif v is None and p in K.RANK_PARAMS:  # no call in sight passes it (stylegan2-pytorch's
+                v = Val(prank=K.RANK_PARAMS[p])       # `Trainer(name=...)` beside cli.py's `Trainer(**args)`)
             elif v is None and joined is None and p in K.MODEL_PARAMS:
                 v = Val(wrapped="ddp")
             v = v or UNIFORM
