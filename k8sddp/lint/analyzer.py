@@ -231,7 +231,7 @@ class Analyzer:
             out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
         if joined:  # attributes the callers set on an argument (calls_io.ranked_attrs)
             for key, v in joined.items():
-                if "." in key and key.partition(".")[0] in out:
+                if ("." in key or key.endswith("]")) and key.partition(".")[0].partition("[")[0] in out:
                     out[key] = Val(rank=v.kind)  # the callers' kind itself (not substituted per call)
         return out
 

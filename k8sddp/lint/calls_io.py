@@ -47,11 +47,11 @@ def ranked_attrs(env: dict[str, Val], node: ast.Call, params: list[str]) -> dict
         return {}
     out: dict[str, Val] = {}
     for key, v in env.items():
-        if v.kind not in ("zero", "lzero", "rank", "local") or "." not in key:  # not a value some ranks bumped
-            continue
-        base, _, attr = key.partition(".")
+        if v.kind not in ("zero", "lzero", "rank", "local") or not ("." in key or key.endswith("]")):
+            continue  # not a value some ranks bumped
+        base, sep, attr = key.partition("[") if key.endswith("]") and "." not in key else key.partition(".")
         if base in passed and "." not in attr:
-            out[f"{passed[base]}.{attr}"] = v
+            out[f"{passed[base]}{sep}{attr}"] = v  # `args.save_logs`, `config['output_path']`
     return out
 
 

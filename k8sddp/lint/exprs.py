@@ -21,7 +21,7 @@ from .values import ALL, LZ, MANY, UNIFORM, N, Val, Z, classes_of, join, negate_
 if TYPE_CHECKING:
     from .project import FuncInfo, Module
 
-__all__ = ["ExprEval", "env_key", "kind_of_mask"]
+__all__ = ["ExprEval", "env_key", "item_key", "kind_of_mask"]
 
 
 def env_key(node: ast.expr) -> str | None:
@@ -36,6 +36,15 @@ def env_key(node: ast.expr) -> str | None:
         parts.append(node.id)
         return ".".join(reversed(parts))
     return None
+
+
+def item_key(node: ast.Subscript) -> str | None:
+    """The environment key of an item with a literal key: ``config['output_path']``, ``opt['rank']``
+    (tracked apart from its container, so an item only rank 0 set leaves the other items alone)."""
+    base = env_key(node.value)
+    if base is None or not isinstance(node.slice, ast.Constant) or not isinstance(node.slice.value, (str, int)):
+        return None
+    return f"{base}[{node.slice.value!r}]"
 
 
 def kind_of_mask(mask: int) -> str | None:
@@ -227,6 +236,9 @@ class ExprEval(abc.ABC):
         q = self._dotted(node.value)
         if q == "os.environ":
             return self.env_read(node.slice)
+        key = item_key(node)
+        if key is not None and key in self.env:
+            return self.env[key]
         base = self.expr(node.value)
         idx = self.expr(node.slice)
         return join(base, idx.data_only())

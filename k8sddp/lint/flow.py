@@ -29,7 +29,7 @@ from .branches import (
 from .calls import CallMixin
 from .calls_io import terminal
 from .events import Event
-from .exprs import env_key, kind_of_mask
+from .exprs import env_key, item_key, kind_of_mask
 from .scopes import progress_wrapper, same_expr, spread
 from .values import (
     ALL,
@@ -151,12 +151,11 @@ class Walker(CallMixin):
         if isinstance(target, ast.Starred):
             self.assign(target.value, val, None)
             return
-        if isinstance(target, ast.Subscript):
-            base = env_key(target.value)
-            if base is not None:
+        key = item_key(target) if isinstance(target, ast.Subscript) else env_key(target)
+        if isinstance(target, ast.Subscript) and key is None:  # an item of unknown key: the container
+            if (base := env_key(target.value)) is not None:
                 self.env[base] = join(self.env.get(base, UNIFORM), val.data_only())
             return
-        key = env_key(target)
         if key is None:
             return
         if isinstance(value_node, ast.Call) and terminal(value_node.func) in K.FILE_OBJECT_CALLS:
