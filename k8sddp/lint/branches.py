@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .events import Event
 from .scopes import runs_dry
-from .values import MANY, UNIFORM, condition_classes, merge_envs
+from .values import ALL, MANY, UNIFORM, condition_classes, merge_envs
 
 if TYPE_CHECKING:
     from .project import FuncInfo, Module
     from .values import Val
 
 __all__ = [
-    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "walk_assert",
+    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "single_process_arm", "walk_assert",
     "walk_match", "walk_try",
 ]
 
@@ -229,3 +229,21 @@ def walk_assert(w: BranchWalker[_S], s: ast.Assert) -> None:
             w.block([branch])
             return
     w.expr(s.test)
+
+
+def single_process_arm(w: BranchWalker[_S], arm: list[ast.stmt], cm: int) -> bool:
+    """True when an arm of a uniform ``if`` asserts, among its first statements, that the run is
+    not distributed (YOLOv7's hyperparameter evolution: ``else: assert opt.local_rank == -1,
+    'DDP mode not implemented for --evolve'``): one process runs it, so its writes are no
+    multi-rank writes."""
+    if cm != ALL:
+        return False
+    for st in arm[:3]:
+        if isinstance(st, ast.Assert):
+            w.silent += 1
+            try:
+                if w.expr(st.test).distflag == -1:
+                    return True
+            finally:
+                w.silent -= 1
+    return False

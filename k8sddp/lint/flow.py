@@ -22,6 +22,7 @@ from .branches import (
     note_init,
     pair_arms,
     return_case,
+    single_process_arm,
     walk_assert,
     walk_match,
     walk_try,
@@ -374,7 +375,7 @@ class Walker(CallMixin):
             one = test.kind == "one" and arm is s.body
             # the arm only a run without distribution takes: one process runs it
             in_dist = bool(test.distflag) and cm == ALL and (arm is s.body) == (test.distflag > 0)
-            one = one or (bool(test.distflag) and cm == ALL and not in_dist)
+            one = one or (bool(test.distflag) and cm == ALL and not in_dist) or single_process_arm(self, arm, cm)
             self.dist_depth += in_dist
             self.restore(before)
             negated = else_narrow and arm is s.orelse
