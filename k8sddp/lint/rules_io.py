@@ -18,6 +18,7 @@ import ast
 from .analyzer import Context
 from .events import Event, Raw, at, cond_text, delegated, is_checkpoint
 from .flow import Walker
+from .scopes import exclusive_arms
 from .values import ALL, LZ, Z
 
 __all__ = ["check_io"]
@@ -199,6 +200,13 @@ def _exits_between(stmts: list[ast.stmt], write: ast.AST, coll: ast.AST) -> bool
     return False
 
 
+def _apart(w: Walker, a: Event, b: Event) -> bool:
+    """``a`` and ``b`` lie in opposite arms of a uniform ``if`` (no run reaches both)."""
+    common = [loop for loop in a.loops if loop in b.loops]
+    scope = common[-1] if common else w.func.node
+    return exclusive_arms(scope, a.node, b.node, a.guard_names | b.guard_names, varying=bool(common))
+
+
 def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
     no barrier in between (in the function, or in the next iteration of the loop around both)."""
@@ -213,10 +221,11 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         some = wr.many is not None and not (wr.cause_is_exit and wr.many is wr.cause)
         if ctx.many is not None or wmask == 0 or (wmask == w.entry_mask & ctx.mask and not some):
             continue
-        after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask)]
+        after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask) and not _apart(w, wr, e)]
         if not after and wr.loops:
             loop = wr.loops[-1]
-            after = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops]
+            after = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops
+                     and not _apart(w, wr, e)]
         if not after or after[0].op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
             continue
         nxt = after[0]

@@ -109,13 +109,15 @@ def runs_dry(exc: ast.expr, source: str) -> bool:
     return not ("accelerate" in source and ".prepare(" in source and "even_batches=False" not in source)
 
 
-def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str]) -> bool:
+def exclusive_arms(loop: ast.AST, a: ast.AST, b: ast.AST, ranked: frozenset[str], *, varying: bool = True) -> bool:
     """Whether ``a`` and ``b`` lie in opposite arms of one ``if`` inside ``loop`` whose test is
     not a rank condition (its text is not in ``ranked``) and reads no name the loop assigns: the
     test is the same on every rank and in every iteration, so no run reaches both (open_clip's
     evaluation: a broadcast where ``use_fsdp_eval`` holds, a ``break`` on the local loader where
-    it does not)."""
-    assigned = {n.id for n in walk_lean(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    it does not). ``varying=False``: ``loop`` is a function body that runs the ``if`` once, so any
+    uniform test will do (LLaVA: ``if lora_enable:`` save on rank 0 ``else:`` a ZeRO-3 gather)."""
+    assigned = ({n.id for n in walk_lean(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                if varying else set())
     for node in walk_lean(loop):
         if not isinstance(node, ast.If) or node is loop:
             continue
