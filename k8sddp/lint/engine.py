@@ -45,7 +45,7 @@ _DIST_MARKERS = re.compile(
     r"torch\.distributed|torch import distributed|init_process_group|DistributedDataParallel|"
     r"FullyShardedDataParallel|\baccelerate\b|\blightning\b|pytorch_lightning|deepspeed|"
     r"LOCAL_RANK|[\"']RANK[\"']|torch_xla|horovod|get_rank\b|is_main_process|is_global_zero|"
-    r"torch\.multiprocessing|world_size|WORLD_SIZE"
+    r"torch\.multiprocessing|world_size|WORLD_SIZE|TrainerCallback|TrainingArguments"
 )
 
 
@@ -321,7 +321,10 @@ def _read_all(files: list[str]) -> list[tuple[str, bytes]]:
     problems: list[str] = []
     for f in files:
         if f == "-":
-            out.append(("-", sys.stdin.buffer.read()))
+            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+            if not data:  # closed or empty: the contract's "nothing on stdin for -" (exit 2)
+                problems.append("-: no input on standard input (did the command before the pipe fail?)")
+            out.append(("-", data))
             continue
         try:
             out.append((f, Path(f).read_bytes()))

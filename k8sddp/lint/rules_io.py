@@ -222,10 +222,13 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         if ctx.many is not None or wmask == 0 or (wmask == w.entry_mask & ctx.mask and not some):
             continue
         after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask) and not _apart(w, wr, e)]
-        if not after and wr.loops:
+        if wr.loops and not any(wr.loops[-1] in e.loops for e in after):
+            # nothing more in this iteration: the others go on to the next one, not to what
+            # follows the loop (a barrier after the loop fences only the last iteration's write)
             loop = wr.loops[-1]
-            after = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops
-                     and not _apart(w, wr, e)]
+            around = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops
+                      and not _apart(w, wr, e)]
+            after = around or after
         if not after or after[0].op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
             continue
         nxt = after[0]

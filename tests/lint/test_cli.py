@@ -390,3 +390,19 @@ def test_kdp504_message_says_a_local_rank_option_is_every_rank_under_torchrun(
     p = _write(tmp_path, "env.py", src.replace("DEFAULT", 'int(os.environ.get("LOCAL_RANK", -1))'))
     _, out, _ = _lint(capsys, str(p))
     assert "true on local rank 0 of every node:" in out and "torchrun" not in out
+
+
+def test_empty_or_closed_stdin_is_no_input_exit_2() -> None:
+    """The contract: nothing on stdin for `-` is exit 2 ("no input"), so a pre-commit pipe whose
+    producer failed does not pass as a clean lint."""
+    import subprocess
+    import sys
+
+    for stdin in (subprocess.DEVNULL, None):
+        kwargs = {"stdin": stdin} if stdin is not None else {"input": b""}
+        res = subprocess.run([sys.executable, "-m", "k8sddp", "lint", "-"], capture_output=True, timeout=120, **kwargs)
+        assert res.returncode == 2, res
+        assert b"no input on standard input" in res.stderr and b"Traceback" not in res.stderr
+    res = subprocess.run([sys.executable, "-m", "k8sddp", "lint", "-"], input=b"import os\n", capture_output=True,
+                         timeout=120)
+    assert res.returncode == 0, res
