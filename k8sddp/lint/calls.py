@@ -269,8 +269,9 @@ class CallMixin(CollectiveMixin):
         if special is not None:
             return special
         self.io_call(node, q, last, recv_node, kws)
-        # ordinary calls: the value is computed from the receiver and (for functions) arguments
-        if recv is not None:
+        # ordinary calls: the value is computed from the receiver and (for functions) arguments;
+        # a class reached through its module (`torch.utils.data.DataLoader(...)`) is a constructor
+        if recv is not None and not (last[:1].isupper() and self.module_path(recv_node)):
             if last in _PURE_METHODS:
                 return join(recv, every).data_only()
             if last in _RECV_METHODS:
@@ -413,6 +414,14 @@ class CallMixin(CollectiveMixin):
             self.emit("coll", K.GENERIC_COLLECTIVE_HELPERS[last], node, detail=f"{ast.unparse(node.func)}()")
             return UNIFORM if last in K.GENERIC_UNIFORM_HELPERS else join(*args).data_only()
         return None
+
+    def module_path(self, node: ast.expr | None) -> bool:
+        """True when ``node`` is an imported module's dotted name (``torch.utils.data``), not a
+        local object's attribute chain."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in self.mod.aliases and node.id not in self.env \
+            and node.id not in self.locals_
 
     def helper_callee(self, func: ast.expr, q: str) -> bool:
         """True when ``func`` names a helper function (not a method of some local object)."""
