@@ -19,6 +19,7 @@ from . import knowledge as K
 from .calls_io import arg_of as _arg
 from .calls_io import ranked_attrs
 from .calls_io import terminal as _terminal
+from .closures import ClosureMixin, closure_mapping, nested_target
 from .collectives import CollectiveMixin
 from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
@@ -65,7 +66,7 @@ def _model_like(node: ast.expr) -> bool:
     return any(w in name for w in _MODEL_WORDS) and not any(w in name for w in _NOT_MODEL_WORDS)
 
 
-class CallMixin(CollectiveMixin):
+class CallMixin(CollectiveMixin, ClosureMixin):
     """The call half of the walker; see the module docstring."""
 
     an: Host
@@ -94,6 +95,8 @@ class CallMixin(CollectiveMixin):
         """The project function a call's callee names, and whether ``self`` is bound."""
         proj = self.an.project
         if isinstance(func, ast.Name):
+            if (self.func.nested or self.func.parent) and (inner := nested_target(self.func, func.id, func.lineno)):
+                return inner, False  # a function defined in this one, or in an enclosing one
             if func.id in self.env or func.id in self.locals_:
                 return None, False
             f = proj.resolve_function(self.mod, func.id)
@@ -174,10 +177,14 @@ class CallMixin(CollectiveMixin):
             if k.arg is not None:
                 mapping[k.arg] = v
         mapping.update(ranked_attrs(self.env, node, params))  # `args.save_logs = is_master(args)`
+        if f.parent is not None:  # a nested function: what this caller binds of its closure
+            mapping.update(closure_mapping(self.env, f))
         self.an.record_call(f, mapping, self)
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM
+        if summ.runs:  # `gpu_timer(train_step)`: the helper calls what this call passes it
+            self.run_passed(node, f, params, summ)
         args = call_args(node, f.node, params) if summ.sig or summ.ret_by is not None else {}
         off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
         if summ.sig and not off and not self.an.is_rank_zero_only(f):
@@ -247,6 +254,8 @@ class CallMixin(CollectiveMixin):
         func = node.func
         if self.probe is not None and isinstance(func, ast.Name) and func.id == self.probe:
             self.probe_hits.append((self.mask, self.many is not None))  # Analyzer.gate_mask
+        if isinstance(func, ast.Name) and func.id in self.func.params:  # `closure()`: lint/closures.py
+            self.note_run(func.id, self.mask, self.many is not None)
         target, bound = self.resolve_target(func)
         if target is not None:
             if target.name == "save_on_master":  # the torchvision/DINO helper, linted or not
