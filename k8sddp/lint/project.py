@@ -222,8 +222,11 @@ def read_source(data: bytes) -> str:
 def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = True) -> Module:
     """Index a parsed file: its imports, functions, methods and classes."""
     mod = Module(path=path, source=source, tree=tree, linted=linted)
+    defs = 0  # every def of the file: when the indexed ones are all, none is nested
     for node in walk_statements(tree):  # imports are statements: the expressions need no visit
-        if isinstance(node, ast.Import):
+        if node.__class__ is ast.FunctionDef or node.__class__ is ast.AsyncFunctionDef:
+            defs += 1
+        elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
                     mod.aliases[a.asname] = a.name
@@ -244,7 +247,6 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
             mod.functions[stmt.name] = FuncInfo(
                 f"{path}::{stmt.name}", stmt.name, stmt, mod, "", _params(stmt)
             )
-            _index_nested(mod.functions[stmt.name])
         elif isinstance(stmt, ast.ClassDef):
             methods: dict[str, FuncInfo] = {}
             for sub in stmt.body:
@@ -252,7 +254,6 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
                     methods[sub.name] = FuncInfo(
                         f"{path}::{stmt.name}.{sub.name}", sub.name, sub, mod, stmt.name, _params(sub)
                     )
-                    _index_nested(methods[sub.name])
             mod.classes[stmt.name] = methods
             mod.class_bases[stmt.name] = [d for d in (dotted(b, mod.aliases) for b in stmt.bases) if d]
         elif isinstance(stmt, (ast.If, ast.Try)):
@@ -260,7 +261,10 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
             for inner in walk_statements(stmt):
                 if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name not in mod.functions:
                     mod.functions[inner.name] = FuncInfo(f"{path}::{inner.name}", inner.name, inner, mod, "", _params(inner))
-                    _index_nested(mod.functions[inner.name])
+    tops = list(mod.functions.values()) + [m for methods in mod.classes.values() for m in methods.values()]
+    if defs > len(tops):
+        for f in tops:
+            _index_nested(f)
     return mod
 
 
