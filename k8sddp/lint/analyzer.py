@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from . import knowledge as K
+from .closures import closure_val
 from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
 from .flow import Walker
 from .project import FuncInfo, Module, Project, dotted
@@ -100,6 +101,8 @@ class Analyzer:
         self.callsites: dict[str, list[CallSite]] = {}
         self.class_attrs: dict[tuple[str, str], dict[str, Val]] = {}
         self.module_env: dict[str, dict[str, Val]] = {}
+        #: nested function key -> its closure's values where it is defined (lint/closures.py)
+        self.closure_env: dict[str, dict[str, Val]] = {}
         self.spawn_targets: set[str] = set()
         self.walkers: dict[str, Walker] = {}
         self.facts = NodeFacts()
@@ -233,6 +236,10 @@ class Analyzer:
             for key, v in joined.items():
                 if ("." in key or key.endswith("]")) and key.partition(".")[0].partition("[")[0] in out:
                     out[key] = Val(rank=v.kind)  # the callers' kind itself (not substituted per call)
+        if f.free:  # a nested function's closure: as its callers bind it, else where it is defined
+            closure = dict(self.closure_env.get(f.key, {}))
+            closure.update((k, v) for k, v in (joined or {}).items() if k.partition(".")[0] in f.free)
+            out.update((k, closure_val(v)) for k, v in closure.items())
         return out
 
     def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:
@@ -295,6 +302,7 @@ class Analyzer:
                     quiet=self._quiet(f, colls, w.test_names),
                     ret_by=w.ret_case if len(w.returns) == 1 else None,
                     init_pg=w.inits_pg,
+                    runs=tuple(w.param_runs[:8]),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)
@@ -303,6 +311,7 @@ class Analyzer:
             changed_attrs = _changed_names(self.class_attrs, attrs)
             changed_env = _changed_names(self.module_env, menv)
             self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
+            self.closure_env = {k: v for w in self.walkers.values() for k, v in w.closure_defs.items()}
             self._gates = {}  # decorators are judged again with this round's summaries
             dirty = []
             for f in self.functions():

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import abc
 import ast
-import dataclasses
 import os
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
-from .calls_io import IOMixin, ranked_attrs
 from .calls_io import arg_of as _arg
+from .calls_io import ranked_attrs
 from .calls_io import terminal as _terminal
+from .closures import ClosureMixin, closure_mapping, nested_target
+from .collectives import CollectiveMixin
 from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
 from .values import ALL, UNIFORM, Val, join, substitute
@@ -65,7 +66,7 @@ def _model_like(node: ast.expr) -> bool:
     return any(w in name for w in _MODEL_WORDS) and not any(w in name for w in _NOT_MODEL_WORDS)
 
 
-class CallMixin(IOMixin):
+class CallMixin(CollectiveMixin, ClosureMixin):
     """The call half of the walker; see the module docstring."""
 
     an: Host
@@ -94,6 +95,8 @@ class CallMixin(IOMixin):
         """The project function a call's callee names, and whether ``self`` is bound."""
         proj = self.an.project
         if isinstance(func, ast.Name):
+            if (self.func.nested or self.func.parent) and (inner := nested_target(self.func, func.id, func.lineno)):
+                return inner, False  # a function defined in this one, or in an enclosing one
             if func.id in self.env or func.id in self.locals_:
                 return None, False
             f = proj.resolve_function(self.mod, func.id)
@@ -174,10 +177,14 @@ class CallMixin(IOMixin):
             if k.arg is not None:
                 mapping[k.arg] = v
         mapping.update(ranked_attrs(self.env, node, params))  # `args.save_logs = is_master(args)`
+        if f.parent is not None:  # a nested function: what this caller binds of its closure
+            mapping.update(closure_mapping(self.env, f))
         self.an.record_call(f, mapping, self)
         summ = self.an.summaries.get(f.key)
         if summ is None:
             return UNIFORM
+        if summ.runs:  # `gpu_timer(train_step)`: the helper calls what this call passes it
+            self.run_passed(node, f, params, summ)
         args = call_args(node, f.node, params) if summ.sig or summ.ret_by is not None else {}
         off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
         if summ.sig and not off and not self.an.is_rank_zero_only(f):
@@ -247,6 +254,8 @@ class CallMixin(IOMixin):
         func = node.func
         if self.probe is not None and isinstance(func, ast.Name) and func.id == self.probe:
             self.probe_hits.append((self.mask, self.many is not None))  # Analyzer.gate_mask
+        if isinstance(func, ast.Name) and func.id in self.func.params:  # `closure()`: lint/closures.py
+            self.note_run(func.id, self.mask, self.many is not None)
         target, bound = self.resolve_target(func)
         if target is not None:
             if target.name == "save_on_master":  # the torchvision/DINO helper, linted or not
@@ -269,8 +278,9 @@ class CallMixin(IOMixin):
         if special is not None:
             return special
         self.io_call(node, q, last, recv_node, kws)
-        # ordinary calls: the value is computed from the receiver and (for functions) arguments
-        if recv is not None:
+        # ordinary calls: the value is computed from the receiver and (for functions) arguments;
+        # a class reached through its module (`torch.utils.data.DataLoader(...)`) is a constructor
+        if recv is not None and not (last[:1].isupper() and self.module_path(recv_node)):
             if last in _PURE_METHODS:
                 return join(recv, every).data_only()
             if last in _RECV_METHODS:
@@ -415,6 +425,14 @@ class CallMixin(IOMixin):
             return UNIFORM if last in K.GENERIC_UNIFORM_HELPERS else join(*args).data_only()
         return None
 
+    def module_path(self, node: ast.expr | None) -> bool:
+        """True when ``node`` is an imported module's dotted name (``torch.utils.data``), not a
+        local object's attribute chain."""
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id in self.mod.aliases and node.id not in self.env \
+            and node.id not in self.locals_
+
     def helper_callee(self, func: ast.expr, q: str) -> bool:
         """True when ``func`` names a helper function (not a method of some local object)."""
         if q.split(".")[0] in _EXCLUDED_ROOTS:
@@ -430,54 +448,6 @@ class CallMixin(IOMixin):
                 return owner in ("comm", "utils", "dist_utils", "misc", "distributed")
             return owner in self.mod.aliases
         return False
-
-    def torch_collective(self, node: ast.Call, last: str, kws: dict[str | None, Val]) -> Val:
-        """A ``torch.distributed`` collective: emit it (with its group's membership keys) and
-        apply its in-place result (uniform or per-rank)."""
-        op = {"monitored_barrier": "barrier", "new_subgroups": "new_group",
-              "new_subgroups_by_enumeration": "new_group"}.get(last, last)
-        group_node = _arg(node, 0 if last in ("barrier", "monitored_barrier") else -1, "group")
-        keys: set[str] = set()
-        if group_node is not None:
-            keys.add(ast.unparse(group_node))
-            keys |= self.expr(group_node).group
-        self.emit("coll", op, node, detail=f"dist.{last}()", group_keys=frozenset(keys))
-        if last in K.UNIFORM_INPLACE:
-            self.inplace(node, K.UNIFORM_INPLACE[last], None)
-        elif last in K.RANKED_INPLACE:
-            self.inplace(node, K.RANKED_INPLACE[last], "other")
-        if last == "new_group":
-            ranks = _arg(node, 0, "ranks")
-            gk: set[str] = set()
-            if ranks is not None:
-                gk.add(ast.unparse(ranks))
-                gk |= {n.id for n in ast.walk(ranks) if isinstance(n, ast.Name) and n.id != "rank"}
-            return Val(group=frozenset(gk) or frozenset({"<new_group>"}))
-        return UNIFORM
-
-    def inplace(self, node: ast.Call, index: int, kind: str | None) -> None:
-        """A collective wrote its result into argument ``index``: rebind its rank kind."""
-        if index >= len(node.args):
-            return
-        targets = [node.args[index]]
-        if isinstance(targets[0], ast.IfExp):  # gather(t, out if rank == 0 else None)
-            targets = [targets[0].body, targets[0].orelse]
-        for target in targets:
-            if isinstance(target, ast.Subscript):
-                target = target.value
-            self._rebind(target, kind)
-
-    def _rebind(self, target: ast.expr, kind: str | None) -> None:
-        key = env_key(target)
-        if key is None:
-            return
-        cur = self.env.get(key) or self.lookup(target) or UNIFORM
-        # the collective's doing: the same on every rank again (no longer per-rank data), or not
-        # the result no longer depends on what the function's parameters held on this rank: a
-        # helper that all-reduces a tensor built from its argument returns a uniform value
-        # (`t = torch.tensor([x]); dist.all_reduce(t); return t.item()`), so drop `params`
-        self.env[key] = dataclasses.replace(cur, rank=kind, prank=None, ddp_out=cur.ddp_out and kind is not None,
-                                            synced=kind is None, params=cur.params if kind else frozenset())
 
     def tuple_parts(self, node: ast.expr | None, n: int) -> list[Val] | None:
         """Element-wise values of a call that returns a tuple (``accelerator.prepare``,

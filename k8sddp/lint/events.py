@@ -160,6 +160,9 @@ class Summary:
             one length (:func:`k8sddp.lint.values.join_items`).
         quiet: ``(parameter, literal)`` pairs for which it runs none of its collectives
             (:func:`k8sddp.lint.quiet.quiet_pairs`).
+        runs: the parameters it calls (``def gpu_timer(closure): return closure()``), each with
+            the classes that call it and whether under a condition of unknown shape: a call
+            passing a project function for one runs that function (:mod:`k8sddp.lint.closures`).
     """
 
     ret: Val = dataclasses.field(default_factory=Val)
@@ -172,6 +175,7 @@ class Summary:
     ret_by: tuple[str, Val, Val] | None = None
     init_pg: bool = False
     ret_items: tuple[Val, ...] | None = None
+    runs: tuple[tuple[str, int, bool], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -119,6 +119,8 @@ class Walker(CallMixin):
         self.menv_stores: dict[str, Val] = {}
         self.packed: dict[str, list[Val]] = {}  # names bound to a tuple of names: its items (scopes.spread)
         self.env_loops: dict[str, list[str]] = {}  # `for v in ("LOCAL_RANK", ...)`: v -> those names
+        self.closure_defs: dict[str, dict[str, Val]] = {}  # lint/closures.py
+        self.param_runs: list[tuple[str, int, bool]] = []
 
     # -- environment -------------------------------------------------------------------------
     def global_val(self, name: str) -> Val:
@@ -266,10 +268,10 @@ class Walker(CallMixin):
             if isinstance(child, ast.expr):
                 self.expr(child)
 
-    def _s_FunctionDef(self, s: ast.FunctionDef) -> None:
+    def _s_Pass(self, s: ast.stmt) -> None:
         return None
 
-    _s_AsyncFunctionDef = _s_ClassDef = _s_Import = _s_ImportFrom = _s_Global = _s_Nonlocal = _s_Pass = _s_FunctionDef
+    _s_ClassDef = _s_Import = _s_ImportFrom = _s_Global = _s_Nonlocal = _s_Delete = _s_Pass  # defs: closures.py
 
     def _s_Expr(self, s: ast.Expr) -> None:
         v = s.value
@@ -499,9 +501,6 @@ class Walker(CallMixin):
 
     def _s_Assert(self, s: ast.Assert) -> None:
         walk_assert(self, s)
-
-    def _s_Delete(self, s: ast.Delete) -> None:
-        return None
 
     def dist_fact(self, node: ast.expr) -> int:
         """1 when ``node`` is known true in every distributed run, -1 when known false, else 0."""

@@ -18,7 +18,7 @@ import stat
 import tokenize
 from pathlib import Path
 
-from .treewalk import walk, walk_statements
+from .treewalk import walk, walk_lean, walk_statements
 
 __all__ = ["FuncInfo", "Module", "Project", "dotted"]
 
@@ -36,6 +36,8 @@ class FuncInfo:
         module: the module it lives in.
         cls: name of the enclosing class, or ``""``.
         params: positional-or-keyword parameter names, in order (``self`` included).
+        parent: for a function defined inside another one (a closure), the enclosing function.
+        nested: the functions defined directly in its body, by name (in source order).
     """
 
     key: str
@@ -44,6 +46,30 @@ class FuncInfo:
     module: Module
     cls: str = ""
     params: tuple[str, ...] = ()
+    parent: FuncInfo | None = None
+    nested: dict[str, list[FuncInfo]] = dataclasses.field(default_factory=dict)
+
+    @functools.cached_property
+    def free(self) -> tuple[str, ...]:
+        """For a nested function, the names it reads from the enclosing functions' scopes (its
+        closure: parameters and locals of an enclosing function that it does not bind itself,
+        and those it declares ``nonlocal``), sorted; ``()`` for any other function."""
+        if self.parent is None or isinstance(self.node, ast.Module):
+            return ()
+        outer: set[str] = set()
+        scope: FuncInfo | None = self.parent
+        while scope is not None and not isinstance(scope.node, ast.Module):
+            outer |= set(scope.params) | _stored(scope.node)
+            scope = scope.parent
+        own = set(self.params) | _stored(self.node)
+        nonlocal_: set[str] = set()
+        loads: set[str] = set()
+        for n in walk_lean(self.node):
+            if n.__class__ is ast.Name:
+                loads.add(n.id)  # type: ignore[attr-defined]
+            elif isinstance(n, ast.Nonlocal):
+                nonlocal_.update(n.names)
+        return tuple(sorted(((loads - own) | nonlocal_) & outer))
 
     @functools.cached_property
     def launches(self) -> bool:
@@ -92,12 +118,25 @@ class Module:
         return self._nodes
 
     def all_functions(self) -> list[FuncInfo]:
-        """Every function and method of the module, module body first."""
+        """Every function and method of the module, module body first, each followed by the
+        functions nested in it (depth first)."""
         out: list[FuncInfo] = [self.body] if self.body else []
-        out.extend(self.functions.values())
+        tops = list(self.functions.values())
         for methods in self.classes.values():
-            out.extend(methods.values())
+            tops.extend(methods.values())
+        for f in tops:
+            out.append(f)
+            if f.nested:
+                _add_nested(f, out)
         return out
+
+
+def _add_nested(f: FuncInfo, out: list[FuncInfo]) -> None:
+    for same in f.nested.values():
+        for sub in same:
+            out.append(sub)
+            if sub.nested:
+                _add_nested(sub, out)
 
 
 def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
@@ -124,6 +163,51 @@ def _params(node: FuncNode) -> tuple[str, ...]:
     return tuple(p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs])
 
 
+def _stored(node: ast.AST) -> set[str]:
+    """The names ``node`` (a function) binds: assigned, ``def``/``class`` names, ``*args`` and
+    ``**kwargs`` (those of the functions nested in it too), minus its ``global`` names."""
+    out: set[str] = set()
+    glob: set[str] = set()
+    for n in walk_lean(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+            out.add(n.name)
+        elif isinstance(n, ast.arg) and n is not node:
+            out.add(n.arg)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            glob.update(n.names)
+    return out - glob
+
+
+def _index_nested(info: FuncInfo) -> None:
+    """Index the functions defined in ``info``'s body (not inside a nested class), recursively:
+    each is a :class:`FuncInfo` whose ``parent`` is ``info``, keyed ``<info.key>.<locals>.name``
+    (``@line`` added for a second definition of one name)."""
+    node = info.node
+    if isinstance(node, ast.Module):
+        return
+    todo: list[ast.stmt] = list(node.body)
+    found: list[FuncNode] = []
+    while todo:
+        st = todo.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.append(st)
+            continue
+        if isinstance(st, ast.ClassDef):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            v = getattr(st, field, None)
+            if v.__class__ is list:
+                todo.extend(v)
+    for st in sorted(found, key=lambda d: d.lineno):
+        same = info.nested.setdefault(st.name, [])
+        key = f"{info.key}.<locals>.{st.name}" + (f"@{st.lineno}" if same else "")
+        sub = FuncInfo(key, st.name, st, info.module, info.cls, _params(st), parent=info)
+        same.append(sub)
+        _index_nested(sub)
+
+
 def read_source(data: bytes) -> str:
     """Decode Python source bytes honouring a PEP 263 coding cookie.
 
@@ -138,8 +222,11 @@ def read_source(data: bytes) -> str:
 def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = True) -> Module:
     """Index a parsed file: its imports, functions, methods and classes."""
     mod = Module(path=path, source=source, tree=tree, linted=linted)
+    defs = 0  # every def of the file: when the indexed ones are all, none is nested
     for node in walk_statements(tree):  # imports are statements: the expressions need no visit
-        if isinstance(node, ast.Import):
+        if node.__class__ is ast.FunctionDef or node.__class__ is ast.AsyncFunctionDef:
+            defs += 1
+        elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.asname:
                     mod.aliases[a.asname] = a.name
@@ -172,10 +259,12 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
         elif isinstance(stmt, (ast.If, ast.Try)):
             # functions defined under `if TYPE_CHECKING`/try-import fallbacks: index them too
             for inner in walk_statements(stmt):
-                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    mod.functions.setdefault(
-                        inner.name, FuncInfo(f"{path}::{inner.name}", inner.name, inner, mod, "", _params(inner))
-                    )
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and inner.name not in mod.functions:
+                    mod.functions[inner.name] = FuncInfo(f"{path}::{inner.name}", inner.name, inner, mod, "", _params(inner))
+    tops = list(mod.functions.values()) + [m for methods in mod.classes.values() for m in methods.values()]
+    if defs > len(tops):
+        for f in tops:
+            _index_nested(f)
     return mod
 
 

@@ -167,6 +167,7 @@ class NodeFacts:
         self._same: dict[int, tuple[ast.AST, frozenset[str]]] = {}
         self._dumps: dict[int, tuple[ast.AST, str]] = {}
         self._files: dict[int, tuple[ast.AST, bool]] = {}
+        self._calls: dict[int, tuple[ast.AST, ast.Call]] = {}
 
     @staticmethod
     def _get(cache: dict[int, tuple[ast.AST, _T]], node: ast.AST, compute: Callable[[ast.AST], _T]) -> _T:
@@ -196,6 +197,14 @@ class NodeFacts:
     def tests_files(self, func: ast.AST) -> bool:
         """:func:`tests_files` of ``func``."""
         return self._get(self._files, func, tests_files)
+
+    def call_of(self, arg: ast.expr, site: ast.Call) -> ast.Call:
+        """A call of ``arg`` with no arguments, located at ``site`` (a helper's call of the
+        function ``site`` passes it as ``arg``: :mod:`k8sddp.lint.closures`); one per ``arg``."""
+        def make(a: ast.AST) -> ast.Call:
+            assert isinstance(a, ast.expr)
+            return ast.copy_location(ast.Call(func=a, args=[], keywords=[]), site)
+        return self._get(self._calls, arg, make)
 
 
 def progress_wrapper(name: str) -> bool:
