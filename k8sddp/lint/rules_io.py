@@ -221,17 +221,18 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         some = wr.many is not None and not (wr.cause_is_exit and wr.many is wr.cause)
         if ctx.many is not None or wmask == 0 or (wmask == w.entry_mask & ctx.mask and not some):
             continue
-        after = [e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask) and not _apart(w, wr, e)]
-        if wr.loops and not any(wr.loops[-1] in e.loops for e in after):
+        # the first collective every rank enters next (events are in walk order: the rest of this
+        # iteration comes before what follows the loop); only it decides
+        nxt = next((e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask) and not _apart(w, wr, e)),
+                   None)
+        if wr.loops and (nxt is None or wr.loops[-1] not in nxt.loops):
             # nothing more in this iteration: the others go on to the next one, not to what
             # follows the loop (a barrier after the loop fences only the last iteration's write)
             loop = wr.loops[-1]
-            around = [e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops
-                      and not _apart(w, wr, e)]
-            after = around or after
-        if not after or after[0].op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
+            nxt = next((e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops
+                        and not _apart(w, wr, e)), nxt)
+        if nxt is None or nxt.op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
             continue
-        nxt = after[0]
         if nxt.seq > wr.seq and _exits_between(w.func.node.body, wr.node, nxt.node):
             continue  # `return save(...)`: the writer leaves before that collective (DINOv2 eval-only)
         out.append(at("KDP512", wr.node,
