@@ -207,7 +207,8 @@ def main() -> int:
               "fresh6": "held back, sixth batch (new repositories, labelled by others with the location brief)",
               "fresh7": "held back, seventh batch (new repositories, labelled by others, linted after the fresh6 fixes)",
               "fresh8": "held back, eighth batch (new repositories, labelled by others, linted once with the last linter)",
-              "fresh9": "held back, ninth batch (repositories the labellers chose, labelled by them, linted once at the end)"}
+              "fresh9": "held back, ninth batch (repositories the labellers chose, labelled by them, linted once at the end)",
+              "fresh10": "held back, tenth batch (four labellers, four domains, linted once at the end)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
