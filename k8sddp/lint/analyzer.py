@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from . import knowledge as K
+from .calls_io import is_display_item, keep_display_items
 from .closures import closure_val
 from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
 from .flow import Walker
@@ -234,8 +235,12 @@ class Analyzer:
             out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)
         if joined:  # attributes the callers set on an argument (calls_io.ranked_attrs)
             for key, v in joined.items():
-                if ("." in key or key.endswith("]")) and key.partition(".")[0].partition("[")[0] in out:
-                    out[key] = Val(rank=v.kind)  # the callers' kind itself (not substituted per call)
+                base = key.partition(".")[0].partition("[")[0]
+                if ("." in key or key.endswith("]")) and base in out:
+                    if is_display_item(key):  # an element of a list the callers pass (calls_io.display_items)
+                        out[key] = Val(None, v.kind, frozenset({base}), v.wrapped, v.ddp_out, v.fw, v.group)
+                    else:
+                        out[key] = Val(rank=v.kind)  # the callers' kind itself (not substituted per call)
         if f.free:  # a nested function's closure: as its callers bind it, else where it is defined
             closure = dict(self.closure_env.get(f.key, {}))
             closure.update((k, v) for k, v in (joined or {}).items() if k.partition(".")[0] in f.free)
@@ -356,11 +361,16 @@ class Analyzer:
         sites: dict[str, list[CallSite]] = {}
         attrs: dict[tuple[str, str], dict[str, Val]] = {}
         menv: dict[str, dict[str, Val]] = {}
+        ncalls: dict[str, int] = {}
+        nkeys: dict[str, dict[str, int]] = {}
         for w in self.walkers.values():
             for callee, mapping, (mask, many, cause, by_exit) in w.calls:
                 table = params.setdefault(callee, {})
+                ncalls[callee] = ncalls.get(callee, 0) + 1
+                counts = nkeys.setdefault(callee, {})
                 for p, v in mapping.items():
                     table[p] = join(table[p], v) if p in table else v
+                    counts[p] = counts.get(p, 0) + 1
                 sites.setdefault(callee, []).append(
                     CallSite(w.func.key, mask, many, cause, w.func.node, w.mod.path, by_exit))
             if w.attr_stores:
@@ -369,6 +379,8 @@ class Analyzer:
                     table[a] = join(table[a], v) if a in table else v
             if w.menv_stores:
                 menv.setdefault(w.mod.path, {}).update(w.menv_stores)
+        for callee, table in params.items():
+            keep_display_items(table, nkeys[callee], ncalls[callee])
         return params, sites, attrs, menv
 
     def context(self, f: FuncInfo) -> Context:

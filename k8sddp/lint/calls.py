@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .calls_io import arg_of as _arg
-from .calls_io import ranked_attrs
+from .calls_io import display_items, ranked_attrs
 from .calls_io import terminal as _terminal
 from .closures import ClosureMixin, closure_mapping, nested_target
 from .collectives import CollectiveMixin
@@ -177,6 +177,7 @@ class CallMixin(CollectiveMixin, ClosureMixin):
             if k.arg is not None:
                 mapping[k.arg] = v
         mapping.update(ranked_attrs(self.env, node, params))  # `args.save_logs = is_master(args)`
+        mapping.update(display_items(self.expr, node, params))  # `train(rank, [net_g, net_d], ...)`
         if f.parent is not None:  # a nested function: what this caller binds of its closure
             mapping.update(closure_mapping(self.env, f))
         self.an.record_call(f, mapping, self)

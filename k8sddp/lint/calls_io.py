@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import abc
 import ast
+import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
@@ -53,6 +55,58 @@ def ranked_attrs(env: dict[str, Val], node: ast.Call, params: list[str]) -> dict
         if base in passed and "." not in attr:
             out[f"{passed[base]}{sep}{attr}"] = v  # `args.save_logs`, `config['output_path']`
     return out
+
+
+def display_items(expr: Callable[[ast.expr], Val], node: ast.Call, params: list[str]) -> dict[str, Val]:
+    """``{"param[i]": value}`` for each element of a list or tuple display passed whole to a
+    parameter (``train_and_evaluate(rank, [net_g, net_d], [train_loader, eval_loader])``, as VITS
+    does): inside, ``net_g, net_d = nets`` then takes each element's own value, so ``None`` passed
+    on the other ranks in place of rank 0's ``eval_loader`` leaves ``train_loader`` uniform. Kept
+    only where every call passes such a display (:func:`keep_display_items`)."""
+    out: dict[str, Val] = {}
+    pairs = [(params[i], a) for i, a in enumerate(node.args) if i < len(params)]
+    if any(isinstance(a, ast.Starred) for a in node.args):
+        pairs = pairs[:next(i for i, a in enumerate(node.args) if isinstance(a, ast.Starred))]
+    pairs += [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+    for p, a in pairs:
+        if isinstance(a, (ast.List, ast.Tuple)) and a.elts and not any(isinstance(e, ast.Starred) for e in a.elts):
+            for i, e in enumerate(a.elts):
+                out[f"{p}[{i}]"] = expr(e)
+    return out
+
+
+def keep_display_items(table: dict[str, Val], counts: dict[str, int], calls: int) -> None:
+    """Drop from one callee's joined argument ``table`` the display items
+    (:func:`display_items`) that not all of its ``calls`` passed (``counts``: key -> calls that
+    passed it): a call passing a plain list leaves the items unknown, so the list's value holds."""
+    for key in [k for k in table if is_display_item(k)]:
+        if counts.get(key, 0) < calls:
+            del table[key]
+
+
+_DISPLAY_ITEM = re.compile(r"\w+\[\d+\]")
+
+
+def held_items(env: dict[str, Val], key: str | None, n: int) -> list[Val] | None:
+    """The values of the ``n`` display items (:func:`display_items`) ``key`` holds, or ``None``
+    when it holds no such items (or another number of them)."""
+    if key is None or f"{key}[{n}]" in env:
+        return None
+    held = [env.get(f"{key}[{i}]") for i in range(n)]
+    return [v for v in held if v is not None] if all(v is not None for v in held) else None
+
+
+def drop_items(env: dict[str, Val], key: str) -> None:
+    """Forget the display items of ``key`` (it was bound anew)."""
+    i = 0
+    while f"{key}[{i}]" in env:
+        del env[f"{key}[{i}]"]
+        i += 1
+
+
+def is_display_item(key: str) -> bool:
+    """True for a key :func:`display_items` makes (``nets[0]``)."""
+    return _DISPLAY_ITEM.fullmatch(key) is not None
 
 
 def arg_of(node: ast.Call, index: int, name: str) -> ast.expr | None:

@@ -426,6 +426,18 @@ class ExprEval(abc.ABC):
     def _e_Starred(self, node: ast.Starred) -> Val:
         return self.expr(node.value)
 
+    def _e_List(self, node: ast.List | ast.Tuple) -> Val:
+        """A list or tuple display. One whose every element is a wrapped model (``[net_g,
+        net_d]``, passed on as ``nets`` and unpacked with ``net_g, net_d = nets``) stays a
+        wrapped model: a forward through any of its items is a collective."""
+        vals = [self.expr(e) for e in node.elts]
+        out = join(*vals)
+        if vals and all(v.wrapped for v in vals):
+            return dataclasses.replace(out.data_only(), wrapped=out.wrapped)
+        return out.data_only()
+
+    _e_Tuple = _e_List
+
     def _comp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> Val:
         vals = []
         for g in node.generators:

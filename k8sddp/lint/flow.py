@@ -28,7 +28,7 @@ from .branches import (
     walk_try,
 )
 from .calls import CallMixin
-from .calls_io import terminal
+from .calls_io import drop_items, held_items, terminal
 from .events import Event
 from .exprs import env_key, item_key, kind_of_mask
 from .scopes import progress_wrapper, same_expr, spread
@@ -148,6 +148,8 @@ class Walker(CallMixin):
                     self.assign(t, *((v, None) if isinstance(v, Val) else (self.expr(v), v)))
                 return
             parts = self.tuple_parts(value_node, len(elts)) if value_node is not None else None
+            if parts is None and value_node is not None:
+                parts = held_items(self.env, env_key(value_node), len(elts))  # `net_g, net_d = nets`
             for i, t in enumerate(elts):
                 self.assign(t, parts[i] if parts else val, None)
             return
@@ -174,6 +176,7 @@ class Walker(CallMixin):
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val
+        drop_items(self.env, key)  # a list the callers passed, bound anew
         if self.silent:
             return
         if key.startswith("self.") and key.count(".") == 1 and self.func.cls:
