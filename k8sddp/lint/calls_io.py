@@ -136,6 +136,42 @@ class IOMixin(ExprEval):
     silent: int
     param_io: set[tuple[str, str]]
     file_objects: set[str]
+    mask: int
+    many: ast.AST | None
+    #: names bound under a rank guard: key -> (mask, many, the guarded value bound, the value
+    #: before the guard's shape was put on it); see :meth:`note_guarded`
+    guarded_at: dict[str, tuple[int, ast.AST | None, Val, Val]]
+
+    def note_guarded(self, key: str, raw: Val, val: Val) -> Val:
+        """Remember that ``key`` was bound to ``val`` (``raw`` before the guard's shape) under
+        the current guard, or forget it (``val is raw``); returns ``val``. A write under that same
+        guard reads the name as its ranks computed it (:meth:`arm_path_val`)."""
+        if val is raw:
+            self.guarded_at.pop(key, None)
+        else:
+            self.guarded_at[key] = (self.mask, self.many, val, raw)
+        return val
+
+    def arm_path_val(self, path: ast.expr) -> Val:
+        """The value of a write's ``path`` as the ranks that run the write compute it: a name
+        bound under the guard the write is under (``if epoch % f == 0 and main_process():
+        filename = save_path + str(epoch); torch.save(state, filename)``) holds, on each of those
+        ranks, what they all computed alike, not the "differs between ranks" shape the guard puts
+        on it for code after the branch."""
+        swapped: dict[str, Val] = {}
+        for n in ast.walk(path):
+            key = env_key(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
+            held = self.guarded_at.get(key) if key is not None else None
+            if held is None or self.env.get(key) is not held[2]:  # type: ignore[arg-type]
+                continue
+            mask, many, _, raw = held
+            if self.mask & ~mask == 0 and (many is None or many is self.many):
+                swapped[key] = self.env[key]  # type: ignore[index]
+                self.env[key] = raw  # type: ignore[index]
+        try:
+            return self.expr(path)
+        finally:
+            self.env.update(swapped)
 
     @abc.abstractmethod
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
@@ -198,7 +234,7 @@ class IOMixin(ExprEval):
         if val is None:
             self.silent += 1
             try:
-                val = self.expr(path) if path is not None else UNIFORM
+                val = self.arm_path_val(path) if path is not None else UNIFORM
             finally:
                 self.silent -= 1
         self.emit(kind, op, node, path=path, path_val=val)

@@ -79,6 +79,7 @@ class Walker(CallMixin):
         self.mod = func.module
         self.env: dict[str, Val] = {}
         self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
+        self.guarded_at: dict[str, tuple[int, ast.AST | None, Val, Val]] = {}  # IOMixin.note_guarded
         self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
         self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
@@ -175,7 +176,7 @@ class Walker(CallMixin):
                 and not (val.kind is None and same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
             shape = "other" if self.many is not None else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
-        self.env[key] = val
+        self.env[key] = val = self.note_guarded(key, self.raw[key], val)
         drop_items(self.env, key)  # a list the callers passed, bound anew
         if self.silent:
             return
