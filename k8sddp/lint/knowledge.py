@@ -223,7 +223,8 @@ WRITE_CALLS: dict[str, tuple[int, str]] = {
     "torch.save": (1, "f"), "numpy.save": (0, "file"), "numpy.savez": (0, "file"),
     "numpy.savez_compressed": (0, "file"), "numpy.savetxt": (0, "fname"),
     "safetensors.torch.save_file": (1, "filename"), "torch.jit.save": (1, "f"),
-    "shutil.copy": (1, "dst"), "shutil.copyfile": (1, "dst"), "shutil.move": (1, "dst"),
+    "shutil.copy": (1, "dst"), "shutil.copy2": (1, "dst"), "shutil.copyfile": (1, "dst"), "shutil.move": (1, "dst"),
+    "shutil.copytree": (1, "dst"),
 }
 #: Writers that are safe on every rank: they save on the main process only
 #: (torchvision references utils.save_on_master, accelerate Accelerator.save,

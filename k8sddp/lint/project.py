@@ -311,6 +311,7 @@ class Project:
         self._install_root: Path | None | bool = False  # False: not looked for yet
         self._root_marked: bool | None = None
         self._repo_parents: list[Path] | None = None
+        self._syspath: list[str] | None = None
 
     def _resolve(self, path: str) -> str:
         """``str(Path(path).resolve())``, with each folder resolved once."""
@@ -387,6 +388,7 @@ class Project:
                 # (StyleGAN2-ADA's `training/` imports `torch_utils` and `metrics` from one folder
                 # up, and nothing is packaged): the folders above the root
                 anchors.extend(str(up) for up in self.repo_parents())
+            anchors.extend(self.syspath_anchors())
         for a in anchors:
             c = os.path.join(a, rel) if rel else a
             if base and _is_file(c + ".py"):
@@ -394,6 +396,36 @@ class Project:
             if _is_file(os.path.join(c, "__init__.py")):
                 return self._load(os.path.join(c, "__init__.py"))
         return None
+
+    def syspath_anchors(self) -> list[str]:
+        """The folders inside the repository that the linted modules put on ``sys.path``
+        themselves (:func:`k8sddp.lint.syspath.added_paths`; ``import _init_paths`` included),
+        with relative ones taken from the repository's top (the folder holding ``.git``, else the
+        root; without a ``.git``, folders up to the root's parent): imports are also looked for
+        there."""
+        if self._syspath is None:
+            from .syspath import added_paths
+
+            self._syspath = []
+            top = next((p for p in [self.root, *self.repo_parents()] if (p / ".git").exists()), None)
+            inside = str(top or self.root.parent).rstrip("/") + "/"  # no checkout top: `..` of the root
+            top = top or self.root
+            found: list[str] = []
+            for mod in list(self.modules.values()):
+                if mod.path in ("-", "<stdin>"):
+                    continue
+                here = os.path.dirname(self._resolve(mod.path))
+
+                def sibling(name: str, level: int, here: str = here) -> Module | None:
+                    f = os.path.join(here, *name.split(".")) + ".py"
+                    return self._load(f) if not level and _is_file(f) else None
+
+                found.extend(added_paths(mod, str(top), sibling))
+            for d in found:
+                real = self._resolve(d) if os.path.isdir(d) else ""
+                if real and (real + "/").startswith(inside) and real not in self._syspath:
+                    self._syspath.append(real)
+        return self._syspath
 
     def repo_parents(self) -> list[Path]:
         """The folders above the root a script of this repository may import from: at most

@@ -150,6 +150,9 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
                         f"none: `{opt}` keeps its default)")
         elif mask == Z | LZ:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node"
+        elif alt := _uniform_alternative(w, e.class_cause or e.cause):
+            how_text = (f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` "
+                        "holds (as under torchrun)")
         else:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on more than one rank"
         out.append(at("KDP504", e.node,

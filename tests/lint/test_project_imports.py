@@ -46,3 +46,51 @@ def test_a_package_outside_the_checkout_is_not_project_code(tmp_path: Path) -> N
     (tmp_path / "training" / ".git").mkdir()
     got = _found(tmp_path / SCRIPT)
     assert not any(rule == "KDP512" for _, _, rule in got), got
+
+
+INIT_PATHS = Path(__file__).parent / "fixtures" / "KDP512" / "fail" / "init_paths_puts_lib_on_sys_path"
+
+
+def test_a_script_linted_alone_follows_the_folder_its_init_paths_adds(tmp_path: Path) -> None:
+    """``tools/train.py`` linted by itself in a checkout: ``import _init_paths`` puts ``../lib``
+    on ``sys.path``, so ``utils.checkpoint`` there is read and its rank-0 save is seen."""
+    shutil.copytree(INIT_PATHS, tmp_path / "repo")
+    (tmp_path / "repo" / ".git").mkdir()
+    script = tmp_path / "repo" / "tools" / "train.py"
+    assert _found(script) == expected_in_file(script, str(script))
+
+
+def test_without_the_init_paths_import_lib_is_not_project_code(tmp_path: Path) -> None:
+    shutil.copytree(INIT_PATHS, tmp_path / "repo")
+    (tmp_path / "repo" / ".git").mkdir()
+    script = tmp_path / "repo" / "tools" / "train.py"
+    script.write_text(script.read_text().replace("import _init_paths  # noqa: F401\n", ""))
+    assert not any(rule == "KDP512" for _, _, rule in _found(script))
+
+
+def test_sys_path_forms_read_statically(tmp_path: Path) -> None:
+    """``Path(__file__).resolve().parents[1]``, a relative folder (from the checkout's top) and
+    ``os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))`` are followed; a folder from
+    an environment variable, or one outside the checkout, adds nothing."""
+    import ast
+
+    from k8sddp.lint.project import Project, build_module
+
+    repo = tmp_path / "repo"
+    for d in ("scripts", "third_party/net", "src"):
+        (repo / d).mkdir(parents=True)
+    (repo / ".git").mkdir()
+    src = (
+        "import os, sys\nfrom pathlib import Path\n"
+        "sys.path.append(str(Path(__file__).resolve().parents[1] / 'src'))\n"
+        "sys.path.insert(0, 'third_party/net')\n"
+        "sys.path.append(os.path.abspath(os.path.join(os.path.dirname(__file__), '..')))\n"
+        "sys.path.append(os.environ.get('EXTRA', '.'))\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+    )
+    script = repo / "scripts" / "train.py"
+    script.write_text(src)
+    proj = Project(repo / "scripts")
+    proj.add(build_module(str(script), src, ast.parse(src)))
+    assert proj.syspath_anchors() == [str((repo / "src").resolve()), str((repo / "third_party" / "net").resolve()),
+                                      str(repo.resolve())]
