@@ -310,6 +310,8 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         # environment reads
         if q in ("os.environ.get", "os.getenv", "os.environ.setdefault") and node.args:
             return self.env_read(node.args[0])
+        if q in K.CLOCK_READS:  # per-rank data: each rank reads its own clock (a name built from it is not per rank)
+            return Val(ddp_out=True)
         # launchers: the target's first parameter is the process index
         if q in K.SPAWN_FUNCTIONS or (last in ("spawn", "start_processes") and "multiprocessing" in q):
             fn = _arg(node, 0, "fn")

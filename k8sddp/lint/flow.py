@@ -172,9 +172,11 @@ class Walker(CallMixin):
                   and env_key(value_node.args[0]) == key)  # pbar = tqdm(pbar) on rank 0 only
         self.raw[key] = val
         prev, self.sources[key] = self.sources.get(key), value_node
-        if (self.mask != self.entry_mask or self.many is not None) and not (val.synced and val.kind is None) and not rewrap \
+        # after an exit only some ranks took, those still here compute alike (`if time.time() > end: break`)
+        many = self.many is not None and not (self.cause_is_exit and self.many is self.cause)
+        if (self.mask != self.entry_mask or many) and not (val.synced and val.kind is None) and not rewrap \
                 and not (val.kind is None and same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
-            shape = "other" if self.many is not None else kind_of_mask(self.mask)
+            shape = "other" if many else kind_of_mask(self.mask)
             val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
         self.env[key] = val = self.note_guarded(key, self.raw[key], val)
         drop_items(self.env, key)  # a list the callers passed, bound anew
@@ -495,16 +497,8 @@ class Walker(CallMixin):
 
     _s_AsyncWith = _s_With  # type: ignore[assignment]
 
-    def _s_Try(self, s: ast.Try) -> None:
-        walk_try(self, s)
-
-    _s_TryStar = _s_Try  # type: ignore[assignment]
-
-    def _s_Match(self, s: ast.Match) -> None:
-        walk_match(self, s)
-
-    def _s_Assert(self, s: ast.Assert) -> None:
-        walk_assert(self, s)
+    _s_Try = _s_TryStar = walk_try  # branches.py: try/except, match, assert
+    _s_Match, _s_Assert = walk_match, walk_assert
 
     def dist_fact(self, node: ast.expr) -> int:
         """1 when ``node`` is known true in every distributed run, -1 when known false, else 0."""

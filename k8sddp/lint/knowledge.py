@@ -205,6 +205,12 @@ UNIFORM_FUNCTIONS: frozenset[str] = frozenset(
     {"get_world_size", "is_initialized", "is_available", "is_dist_avail_and_initialized",
      "get_backend", "is_torchelastic_launched", "get_local_world_size"}
 )
+#: Clock reads: each rank reads its own clock, so a test of a duration or a deadline
+#: (``if time.time() - start > limit: break``) is crossed on different steps on different ranks.
+CLOCK_READS: frozenset[str] = frozenset(
+    {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "time.perf_counter_ns",
+     "time.monotonic_ns"}
+)
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped

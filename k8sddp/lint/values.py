@@ -117,7 +117,8 @@ class Val:
         prank: rank kind that comes from a parameter (the callers' arguments, joined).
         params: names of the enclosing function's parameters the value was computed from.
         wrapped: ``ddp``, ``fsdp`` or ``engine`` when the value is a wrapped model.
-        ddp_out: the value comes from a wrapped model's forward (``.backward()`` on it syncs).
+        ddp_out: per-rank data: the value comes from a wrapped model's forward (``.backward()`` on
+            it syncs), or from a clock read (:data:`k8sddp.lint.knowledge.CLOCK_READS`).
         fw: framework kind of an object (``accelerator``, ``fabric``, ``trainer``, ...).
         group: membership keys of a process group made by ``new_group`` (its unparsed rank
             list and the names in it).
