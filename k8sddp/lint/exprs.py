@@ -52,6 +52,20 @@ def kind_of_mask(mask: int) -> str | None:
     return {ALL: None, Z: "zero", LZ | N: "nzero", Z | LZ: "lzero", N: "nlzero"}.get(mask, "other")
 
 
+def progress_wrapper(name: str) -> bool:
+    """``tqdm``, ``enumerate`` and friends, or a project's own progress bar (YOLOv5's ``TQDM``)."""
+    return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
+
+
+def _bar_around(wrapped: ast.expr, plain: ast.expr) -> bool:
+    """``wrapped`` is a progress bar around ``plain`` (``tqdm(batches, desc=...)`` and ``batches``)."""
+    if not isinstance(wrapped, ast.Call) or not wrapped.args:
+        return False
+    f = wrapped.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return progress_wrapper(name) and ast.dump(wrapped.args[0]) == ast.dump(plain)
+
+
 def _const_ints(node: ast.expr) -> list[int] | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return [node.value]
@@ -321,6 +335,8 @@ class ExprEval(abc.ABC):
         b = self.eval_under(node.test, t, node.orelse, False)
         if not t.kind:
             return join(a, b)
+        if _bar_around(node.body, node.orelse) or _bar_around(node.orelse, node.body):
+            return self.expr(node.orelse if _bar_around(node.body, node.orelse) else node.body)  # rank 0 shows a bar
         out = join(a, b)
         if isinstance(node.orelse, ast.Constant) and node.orelse.value is None and not a.kind:
             return out.with_kind(truth_kind(t.kind))

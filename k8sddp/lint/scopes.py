@@ -14,8 +14,7 @@ import ast
 from collections.abc import Callable
 from typing import TypeVar
 
-from . import knowledge as K
-from .exprs import env_key
+from .exprs import env_key, progress_wrapper
 from .treewalk import walk_lean
 
 __all__ = [
@@ -205,11 +204,6 @@ class NodeFacts:
             assert isinstance(a, ast.expr)
             return ast.copy_location(ast.Call(func=a, args=[], keywords=[]), site)
         return self._get(self._calls, arg, make)
-
-
-def progress_wrapper(name: str) -> bool:
-    """``tqdm``, ``enumerate`` and friends, or a project's own progress bar (YOLOv5's ``TQDM``)."""
-    return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
 
 
 def same_expr(a: ast.expr | None, b: ast.expr | None, facts: NodeFacts) -> bool:
