@@ -71,6 +71,22 @@ def _changed_names(old: dict[_K, dict[str, Val]], new: dict[_K, dict[str, Val]])
     return out
 
 
+def _calls_in_rank_zero_def(wrapper: ast.FunctionDef | ast.AsyncFunctionDef, fn: str) -> bool:
+    """Whether ``wrapper`` calls ``fn`` only inside functions it defines with a rank-zero
+    decorator (:data:`knowledge.RANK_ZERO_DECORATORS`), and calls ``fn`` nowhere else."""
+    inside = outside = False
+    todo: list[tuple[ast.AST, bool]] = [(s, False) for s in wrapper.body]
+    while todo:
+        node, gated = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names = {dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in node.decorator_list}
+            gated = gated or any(n.split(".")[-1] in K.RANK_ZERO_DECORATORS for n in names)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == fn:
+            inside, outside = inside or gated, outside or not gated
+        todo.extend((c, gated) for c in ast.iter_child_nodes(node))
+    return inside and not outside
+
+
 def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     """The writes of a walked function that its call sites judge (see :func:`delegated`)."""
     out: list[WriteSum] = []
@@ -194,7 +210,9 @@ class Analyzer:
         mask = 0
         for m, many in w.probe_hits:
             mask |= ALL if many else m
-        self._gates[deco.key] = mask if w.probe_hits else ALL
+        if not w.probe_hits and _calls_in_rank_zero_def(inner[0], deco.params[0]):
+            mask = Z  # safari's `@rank_zero_only def get_experiment(): return fn(self)` inside the wrapper
+        self._gates[deco.key] = mask if mask else ALL
         return self._gates[deco.key]
 
     def is_rank_zero_only(self, f: FuncInfo) -> bool:
