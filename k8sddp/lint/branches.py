@@ -64,6 +64,7 @@ class BranchWalker(Protocol[_S]):
     env: dict[str, Val]
     loops: list[ast.AST]
     dist_depth: int
+    dry_exit: ast.AST | None
     dist_facts: dict[str, bool]
 
     def expr(self, node: ast.expr | None) -> Val:
@@ -169,9 +170,13 @@ def walk_try(w: BranchWalker[_S], s: ast.Try) -> None:
         if h.name:
             w.env[h.name] = UNIFORM
         dry = h.type is not None and runs_dry(h.type, w.mod.source)
+        outer_dry = w.dry_exit
         if dry:  # this rank's data ran out: other ranks may still hold batches
             w.many, w.cause, w.cause_is_exit = h.type, h.type, False
+            if h.body and isinstance(h.body[-1], (ast.Break, ast.Return)):
+                w.dry_exit = h.type  # values set on the way out follow from the exit (flow.Walker.assign)
         w.block(h.body)
+        w.dry_exit = outer_dry
         if dry:
             w.many, w.cause, w.cause_is_exit = before.many, before.cause, before.cause_is_exit
         states.append(w.save())

@@ -49,7 +49,7 @@ _MODEL_WORDS = ("model", "net", "module", "encoder", "decoder", "policy", "gpt",
                 "unet", "vae", "critic", "actor", "backbone", "llm", "classifier", "ddp")
 _NOT_MODEL_WORDS = ("optim", "loader", "sched", "data", "opt")
 _EXCLUDED_ROOTS = ("torch", "numpy", "jax", "tensorflow", "cupy", "math", "tqdm", "horovod", "scipy")
-_FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers")
+_FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers", "torchrec")
 
 
 def _short(path: str) -> str:

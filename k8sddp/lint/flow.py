@@ -80,6 +80,7 @@ class Walker(CallMixin):
         self.env: dict[str, Val] = {}
         self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
         self.guarded_at: dict[str, tuple[int, ast.AST | None, Val, Val]] = {}  # IOMixin.note_guarded
+        self.dry_exit: ast.AST | None = None  # the `except StopIteration` that exits, being walked
         self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
         self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
@@ -173,7 +174,7 @@ class Walker(CallMixin):
         self.raw[key] = val
         prev, self.sources[key] = self.sources.get(key), value_node
         # after an exit only some ranks took, those still here compute alike (`if time.time() > end: break`)
-        many = self.many is not None and not (self.cause_is_exit and self.many is self.cause)
+        many = self.many is not None and not (self.cause_is_exit and self.many is self.cause) and self.many is not self.dry_exit
         if (self.mask != self.entry_mask or many) and not (val.synced and val.kind is None) and not rewrap \
                 and not (val.kind is None and same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
             shape = "other" if many else kind_of_mask(self.mask)

@@ -74,6 +74,11 @@ DDP_WRAPPERS: frozenset[str] = frozenset(
         "torch.nn.DistributedDataParallel",
         "DistributedDataParallel",
         "DDP",
+        # torchrec: DistributedModelParallel shards the model (a collective plan and broadcast)
+        # and its forward/backward all-to-all the embeddings (torchrec/distributed/model_parallel.py)
+        "torchrec.distributed.DistributedModelParallel",
+        "torchrec.distributed.model_parallel.DistributedModelParallel",
+        "DistributedModelParallel",
     }
 )
 FSDP_WRAPPERS: frozenset[str] = frozenset(
@@ -116,6 +121,9 @@ FRAMEWORK_COLLECTIVES: dict[str, frozenset[str]] = {
     "trainer": frozenset({"save_checkpoint", "fit", "validate", "test", "predict", "train", "evaluate"}),
     "strategy": frozenset({"barrier", "broadcast", "reduce", "all_gather"}),
     "engine": frozenset({"backward", "step", "save_checkpoint", "load_checkpoint"}),
+    # torchrec's train pipelines: progress() runs the sharded model's forward and backward
+    # (torchrec/distributed/train_pipeline/train_pipelines.py)
+    "pipeline": frozenset({"progress"}),
 }
 #: Framework collectives whose returned value is the same on every rank.
 FRAMEWORK_UNIFORM_RESULTS: frozenset[str] = frozenset(
@@ -129,6 +137,7 @@ FRAMEWORK_NAMES: dict[str, str] = {
 #: Constructors of framework objects (dotted-name suffixes).
 FRAMEWORK_CONSTRUCTORS: dict[str, str] = {
     "Accelerator": "accelerator", "Fabric": "fabric", "Trainer": "trainer",
+    "TrainPipelineSparseDist": "pipeline", "TrainPipelineBase": "pipeline", "PrefetchTrainPipelineSparseDist": "pipeline",
 }
 #: Horovod's collectives (horovod/torch/mpi_ops.py, horovod/torch/functions.py), by the op the
 #: rules know them as; called on ``hvd`` (``import horovod.torch as hvd``, or stored on an object).
