@@ -81,6 +81,7 @@ class Walker(CallMixin):
         self.raw: dict[str, Val] = {}  # each name's last assigned value, before the guard's shape
         self.guarded_at: dict[str, tuple[int, ast.AST | None, Val, Val]] = {}  # IOMixin.note_guarded
         self.dry_exit: ast.AST | None = None  # the `except StopIteration` that exits, being walked
+        self.optional_ifs: set[ast.If] = set()  # uniform ifs not decided by distribution itself
         self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
         self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
@@ -349,6 +350,8 @@ class Walker(CallMixin):
         cm = condition_classes(test, s.test)
         if test.kind:
             self.uses_rank = True
+        elif cm == ALL and not test.distflag and not isinstance(s.test, ast.Constant):
+            self.optional_ifs.add(s)  # a uniform `if` some runs skip (rules_io: a barrier in it fences only them)
         before = self.save()
         partial = test.partial and cm not in (ALL, MANY)
         if cm == MANY and before.mask == Z:

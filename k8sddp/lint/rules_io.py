@@ -210,6 +210,43 @@ def _apart(w: Walker, a: Event, b: Event) -> bool:
     return exclusive_arms(scope, a.node, b.node, a.guard_names | b.guard_names, varying=bool(common))
 
 
+def _is_barrier(e: Event) -> bool:
+    return e.op.split("+")[0] == "barrier"
+
+
+def _next_collective(w: Walker, wr: Event, later: list[Event], skip: list[ast.If]) -> Event | None:
+    """The first of ``later`` that every rank enters after the write ``wr``, where a barrier
+    inside a uniform ``if`` that does not hold the write (a step the run may skip: MAR's ``if
+    args.online_eval: evaluate(...)``, which starts with a barrier) does not count: the search
+    goes on past that ``if`` (added to ``skip``), since without it nothing fences the write."""
+    for e in later:
+        if not _every_rank_left(e, w.entry_mask) or _apart(w, wr, e) or any(_holds(s, e.node) for s in skip):
+            continue
+        if _is_barrier(e):
+            opt = next((s for s in w.optional_ifs if _holds(s, e.node) and not _holds(s, wr.node)
+                        and not _same_test_holds_write(w, s, wr)), None)
+            if opt is not None:
+                skip.append(opt)
+                continue
+        return e
+    return None
+
+
+def _bare_test(test: ast.expr) -> str:
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return ast.dump(test)
+
+
+def _same_test_holds_write(w: Walker, opt: ast.If, wr: Event) -> bool:
+    """The write itself is under an ``if`` on the same test (or its negation: llama-recipes'
+    ``if not cfg.enable_fsdp: ... else: save_fsdp(...)`` then ``if cfg.enable_fsdp:
+    dist.barrier()``): every run that writes also takes the barrier."""
+    key = _bare_test(opt.test)
+    return any(isinstance(n, ast.If) and n is not opt and _holds(n, wr.node) and _bare_test(n.test) == key
+               for n in ast.walk(w.func.node))
+
+
 def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
     """KDP512: a checkpoint written on some ranks only, then a collective every rank reaches with
     no barrier in between (in the function, or in the next iteration of the loop around both)."""
@@ -226,15 +263,14 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
             continue
         # the first collective every rank enters next (events are in walk order: the rest of this
         # iteration comes before what follows the loop); only it decides
-        nxt = next((e for e in events[wr.seq + 1:] if _every_rank_left(e, w.entry_mask) and not _apart(w, wr, e)),
-                   None)
+        skip: list[ast.If] = []  # uniform ifs holding a barrier the run may skip (`if args.eval: evaluate()`)
+        nxt = _next_collective(w, wr, events[wr.seq + 1:], skip)
         if wr.loops and (nxt is None or wr.loops[-1] not in nxt.loops):
             # nothing more in this iteration: the others go on to the next one, not to what
             # follows the loop (a barrier after the loop fences only the last iteration's write)
             loop = wr.loops[-1]
-            nxt = next((e for e in events[:wr.seq] if _every_rank_left(e, w.entry_mask) and loop in e.loops
-                        and not _apart(w, wr, e)), nxt)
-        if nxt is None or nxt.op.split("+")[0] == "barrier":  # a barrier, or a call that starts with one
+            nxt = _next_collective(w, wr, [e for e in events[:wr.seq] if loop in e.loops], skip) or nxt
+        if nxt is None or _is_barrier(nxt):  # a barrier, or a call that starts with one
             continue
         if nxt.seq > wr.seq and _exits_between(w.func.node.body, wr.node, nxt.node):
             continue  # `return save(...)`: the writer leaves before that collective (DINOv2 eval-only)
