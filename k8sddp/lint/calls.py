@@ -19,7 +19,7 @@ from . import knowledge as K
 from .calls_io import arg_of as _arg
 from .calls_io import display_items, ranked_attrs
 from .calls_io import terminal as _terminal
-from .closures import ClosureMixin, closure_mapping, nested_target
+from .closures import RAN, ClosureMixin, closure_mapping, nested_target
 from .collectives import CollectiveMixin
 from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
@@ -185,7 +185,7 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         if summ is None:
             return UNIFORM
         if summ.runs:  # `gpu_timer(train_step)`: the helper calls what this call passes it
-            self.run_passed(node, f, params, summ)
+            mapping = {**mapping, **self.run_passed(node, f, params, summ)}
         args = call_args(node, f.node, params) if summ.sig or summ.ret_by is not None else {}
         off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
         if summ.sig and not off and not self.an.is_rank_zero_only(f):
@@ -255,9 +255,13 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         func = node.func
         if self.probe is not None and isinstance(func, ast.Name) and func.id == self.probe:
             self.probe_hits.append((self.mask, self.many is not None))  # Analyzer.gate_mask
+        target, bound = self.resolve_target(func)
         if isinstance(func, ast.Name) and func.id in self.func.params:  # `closure()`: lint/closures.py
             self.note_run(func.id, self.mask, self.many is not None)
-        target, bound = self.resolve_target(func)
+            pv = self.env.get(func.id)
+            if target is None and (pv is None or not (pv.wrapped or pv.fw)):  # what the passed function returns
+                vals = [self.expr(a) for a in node.args] + [self.expr(k.value) for k in node.keywords]
+                return join(*vals, Val(params=frozenset({RAN.format(func.id)}))).data_only()
         if target is not None:
             if target.name == "save_on_master":  # the torchvision/DINO helper, linted or not
                 self.io_event("write0", target.name, node, _arg(node, 1, "f"))

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .project import FuncInfo
     from .values import Val
 
-__all__ = ["ClosureMixin", "closure_mapping", "closure_val", "nested_target"]
+__all__ = ["RAN", "ClosureMixin", "closure_mapping", "closure_val", "nested_target"]
 
 #: A parameter a function calls: (its name, the classes that call it, under a condition of
 #: unknown shape).
@@ -81,6 +81,12 @@ def closure_val(v: Val) -> Val:
     return dataclasses.replace(v, rank=v.kind, prank=None, params=frozenset())
 
 
+#: The pseudo-parameter standing for what a call of parameter ``{}`` returns (``closure()``):
+#: a helper's return value computed from it takes, at each call of the helper, the value the
+#: function passed for it returns there (:meth:`ClosureMixin.run_passed`).
+RAN = "{}()"
+
+
 class ClosureMixin:
     """The walker's side of closures: ``def`` statements and calls of a parameter."""
 
@@ -116,10 +122,12 @@ class ClosureMixin:
             if run not in self.param_runs:
                 self.param_runs.append(run)
 
-    def run_passed(self, node: ast.Call, f: FuncInfo, params: list[str], summ: Summary) -> None:
+    def run_passed(self, node: ast.Call, f: FuncInfo, params: list[str], summ: Summary) -> dict[str, Val]:
         """The functions ``node`` (a call of ``f``, whose parameters after a bound ``self`` are
         ``params``) passes for the parameters ``f`` calls: each runs here, under the classes
-        ``f`` calls it under."""
+        ``f`` calls it under. Returns ``{"name()": the value that call returns}`` (:data:`RAN`),
+        for what ``f`` returns of it (``result, elapsed = gpu_timer(train_step)``)."""
+        out: dict[str, Val] = {}
         for name, mask, many in summ.runs:
             arg = arg_of(node, params.index(name), name) if name in params else None
             if not isinstance(arg, (ast.Name, ast.Attribute)):
@@ -135,9 +143,10 @@ class ClosureMixin:
             if many and self.many is None:
                 self.many = node
             try:
-                self.project_call(self.an.facts.call_of(arg, node), target, bound)
+                out[RAN.format(name)] = self.project_call(self.an.facts.call_of(arg, node), target, bound)
             finally:
                 self.mask, self.many = saved
+        return out
 
     @abc.abstractmethod
     def resolve_target(self, func: ast.expr) -> tuple[FuncInfo | None, bool]:
