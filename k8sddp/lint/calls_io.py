@@ -152,14 +152,15 @@ class IOMixin(ExprEval):
             self.guarded_at[key] = (self.mask, self.many, val, raw)
         return val
 
-    def arm_path_val(self, path: ast.expr) -> Val:
+    def arm_path_val(self, path: ast.expr, *more: ast.expr) -> Val:
         """The value of a write's ``path`` as the ranks that run the write compute it: a name
         bound under the guard the write is under (``if epoch % f == 0 and main_process():
         filename = save_path + str(epoch); torch.save(state, filename)``) holds, on each of those
         ranks, what they all computed alike, not the "differs between ranks" shape the guard puts
-        on it for code after the branch."""
+        on it for code after the branch. With ``more`` nodes: the join of all their values (a
+        tracker's arguments)."""
         swapped: dict[str, Val] = {}
-        for n in ast.walk(path):
+        for n in (n for p in (path, *more) for n in ast.walk(p)):
             key = env_key(n) if isinstance(n, (ast.Name, ast.Attribute)) else None
             held = self.guarded_at.get(key) if key is not None else None
             if held is None or self.env.get(key) is not held[2]:  # type: ignore[arg-type]
@@ -169,7 +170,7 @@ class IOMixin(ExprEval):
                 swapped[key] = self.env[key]  # type: ignore[index]
                 self.env[key] = raw  # type: ignore[index]
         try:
-            return self.expr(path)
+            return join(*(self.expr(p) for p in (path, *more)))
         finally:
             self.env.update(swapped)
 
@@ -216,7 +217,8 @@ class IOMixin(ExprEval):
             return
         if q in K.TRACKER_CALLS or last == "SummaryWriter":
             path = arg_of(node, 0, "log_dir")
-            every = join(*(self.expr(a) for a in node.args), *(self.expr(k.value) for k in node.keywords))
+            given = [*node.args, *(k.value for k in node.keywords)]
+            every = self.arm_path_val(*given) if given else UNIFORM  # as the guarded ranks compute them
             self.io_event("tracker", q or last, node, path, every)
             return
         if q in K.READ_CALLS:

@@ -57,7 +57,11 @@ def _guard_text(e: Event, ctx: Context, mod_path: str, mask: int) -> str:
 
 def _uniform_alternative(w: Walker, guard: ast.AST | None) -> str | None:
     """The text of an operand of ``A or B`` that is the same on every rank (``not
-    args.multiprocessing_distributed``): where it holds, the guard is true on every rank."""
+    args.multiprocessing_distributed``): where it holds, the guard is true on every rank. Also
+    inside ``U and (A or B)`` (OLMo's ``cfg.wandb is not None and (get_global_rank() == 0 or not
+    cfg.wandb.rank_zero_only)``)."""
+    if isinstance(guard, ast.BoolOp) and isinstance(guard.op, ast.And):
+        return next((t for v in guard.values if (t := _uniform_alternative(w, v))), None)
     if not isinstance(guard, ast.BoolOp) or not isinstance(guard.op, ast.Or):
         return None
     w.silent += 1
@@ -151,8 +155,7 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         elif mask == Z | LZ:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on local rank 0 of every node"
         elif alt := _uniform_alternative(w, e.class_cause or e.cause):
-            how_text = (f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` "
-                        "holds (as under torchrun)")
+            how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` holds"
         else:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on more than one rank"
         out.append(at("KDP504", e.node,
