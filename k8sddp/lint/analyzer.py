@@ -408,8 +408,10 @@ class Analyzer:
 
     def entry_point(self, f: FuncInfo) -> bool:
         """True when no function calls ``f``: it is called from module code only
-        (``if __name__ == "__main__": main(args)``), or not at all."""
-        return all(s.caller.endswith("::<module>") for s in self.callsites.get(f.key, []))
+        (``if __name__ == "__main__": main(args)``), or not at all; and for the target of an
+        ``mp.spawn`` (each worker's entry: StyleGAN2-ADA's ``subprocess_fn(rank, args, temp_dir)``,
+        also called directly for one GPU)."""
+        return f.key in self.spawn_targets or all(s.caller.endswith("::<module>") for s in self.callsites.get(f.key, []))
 
     def unguarded_context(self, f: FuncInfo) -> Context:
         """Like :meth:`context`, over only the call sites with no rank guard of their own (the

@@ -52,6 +52,11 @@ _EXCLUDED_ROOTS = ("torch", "numpy", "jax", "tensorflow", "cupy", "math", "tqdm"
 _FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric", "transformers", "torchrec")
 
 
+def shown(f: FuncInfo) -> str:
+    """How a call of ``f`` is named in a message: a constructor by its class (``Logger()``)."""
+    return f.cls if f.name == "__init__" and f.cls else f.name
+
+
 def _short(path: str) -> str:
     """``path`` relative to the working folder when it lies below it (messages)."""
     try:
@@ -125,6 +130,16 @@ class CallMixin(CollectiveMixin, ClosureMixin):
             target = proj.resolve_module_alias(self.mod, owner)
             if target is not None and func.attr in target.functions:
                 return target.functions[func.attr], False
+            if target is not None and func.attr in target.classes:  # `dnnlib.util.Logger(...)`: its __init__
+                return self.method_of((target, func.attr), "__init__"), True
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and (chain := env_key(func.value)):
+            head = chain.partition(".")[0]  # `dnnlib.util.Logger(...)`: a submodule of an imported package
+            if head in self.mod.aliases and head not in self.env and head not in self.locals_:
+                target = proj.resolve_import(self.mod, self.mod.aliases[head] + chain[len(head):], 0)
+                if target is not None and func.attr in target.functions:
+                    return target.functions[func.attr], False
+                if target is not None and func.attr in target.classes:
+                    return self.method_of((target, func.attr), "__init__"), True
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
                 and func.value.func.id not in self.env):  # `Evaluator(loader).evaluate()`
             cls = proj.resolve_class(self.mod, func.value.func.id)
@@ -191,12 +206,12 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         if summ.sig and not off and not self.an.is_rank_zero_only(f):
             desc, line = summ.first
             where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
-            self.emit("coll", "+".join(summ.sig), node, detail=f"{f.name}(), which runs {desc}{where}",
+            self.emit("coll", "+".join(summ.sig), node, detail=f"{shown(f)}(), which runs {desc}{where}",
                       callee=f.key, callee_args=tuple(args.items()))
         for p in summ.reads:
             arg = _arg(node, params.index(p), p) if p in params else None
             if arg is not None:
-                self.emit("read", f"{f.name}", node, path=arg, path_val=mapping.get(p))
+                self.emit("read", shown(f), node, path=arg, path_val=mapping.get(p))
         if summ.writes:
             # module code calling a function that runs collectives: a training entry point
             # (`main(args)`), whose writes to paths built from its parameters are judged in it
@@ -204,7 +219,7 @@ class CallMixin(CollectiveMixin, ClosureMixin):
             self.call_writes(node, f, params, mapping, summ.writes, entry)
         self.inits_pg = self.inits_pg or summ.init_pg
         if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
-            self.io_event("write0", f.name, node, None)
+            self.io_event("write0", shown(f), node, None)
         ret = summ.ret
         if summ.ret_by is not None and (flag := literal(args.get(summ.ret_by[0]))) is not NOT_LITERAL:
             ret = summ.ret_by[1] if flag else summ.ret_by[2]  # `is_master(args)`: local=False
@@ -244,7 +259,7 @@ class CallMixin(CollectiveMixin, ClosureMixin):
                 detail = ws.what if "() at " in ws.what else f"{ws.what}() at {where}"
                 if ws.module != self.mod.path and "() at line " in detail:  # a line of ws.module
                     detail = detail.replace("() at line ", f"() at {_short(ws.module)}:", 1)
-                self.emit("cwrite", f.name, node, path=path, path_val=val, detail=detail, fenced=ws.fenced,
+                self.emit("cwrite", shown(f), node, path=path, path_val=val, detail=detail, fenced=ws.fenced,
                           ckpt=ws.ckpt)
             finally:
                 self.mask, self.many = saved
@@ -314,6 +329,8 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         # environment reads
         if q in ("os.environ.get", "os.getenv", "os.environ.setdefault") and node.args:
             return self.env_read(node.args[0])
+        if q in K.UNIQUE_PER_PROCESS:  # differs on every rank
+            return Val(rank="other")
         if q in K.CLOCK_READS:  # per-rank data: each rank reads its own clock (a name built from it is not per rank)
             return Val(ddp_out=True)
         # launchers: the target's first parameter is the process index

@@ -109,6 +109,20 @@ def is_display_item(key: str) -> bool:
     return _DISPLAY_ITEM.fullmatch(key) is not None
 
 
+def param_default(func: ast.AST, name: str) -> ast.expr | None:
+    """The default of parameter ``name`` of the function ``func`` (``None``: none, or not a
+    function): StyleGAN2-ADA's ``Logger(file_name=None, file_mode="w")`` opens the file in that
+    mode unless told otherwise."""
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    a = func.args
+    positional = a.posonlyargs + a.args
+    for p, d in zip(positional[len(positional) - len(a.defaults):], a.defaults, strict=True):
+        if p.arg == name:
+            return d
+    return next((d for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if p.arg == name), None)
+
+
 def arg_of(node: ast.Call, index: int, name: str) -> ast.expr | None:
     """The argument passed as keyword ``name`` or at position ``index`` (none past a ``*args``)."""
     for k in node.keywords:
@@ -198,6 +212,8 @@ class IOMixin(ExprEval):
         if q in ("open", "io.open", "builtins.open", "codecs.open") or (last == "open" and recv_node is not None and (
                 q.endswith("Path.open") or _path_manager(recv_node))):
             mode_node = arg_of(node, 1, "mode") if q != "Path.open" else arg_of(node, 0, "mode")
+            if isinstance(mode_node, ast.Name) and mode_node.id in self.func.params:
+                mode_node = param_default(self.func.node, mode_node.id)  # `open(file_name, file_mode)`
             mode = mode_node.value if isinstance(mode_node, ast.Constant) and isinstance(mode_node.value, str) else "r"
             path = arg_of(node, 0, "file")
             if path is not None and ast.unparse(path) in ("os.devnull", "'/dev/null'"):

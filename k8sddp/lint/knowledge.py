@@ -220,6 +220,11 @@ CLOCK_READS: frozenset[str] = frozenset(
     {"time.time", "time.perf_counter", "time.monotonic", "time.time_ns", "time.perf_counter_ns",
      "time.monotonic_ns"}
 )
+#: Values unique to each process: a file name built from one is a per-rank name (dnnlib's
+#: ``open_url`` cache writes ``"tmp_" + uuid.uuid4().hex + ...``, then renames it atomically).
+UNIQUE_PER_PROCESS: frozenset[str] = frozenset(
+    {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "secrets.token_hex"}
+)
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
