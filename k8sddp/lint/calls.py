@@ -84,6 +84,7 @@ class CallMixin(CollectiveMixin, ClosureMixin):
     param_io: set[tuple[str, str]]
     file_objects: set[str]
     instances: dict[str, tuple[Module, str]]
+    fn_alias: dict[str, str]
     last_items: tuple[ast.Call, list[Val]] | None
     inits_pg: bool
     #: a name whose calls are recorded with the classes that make them (Analyzer.gate_mask)
@@ -148,7 +149,13 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         return None, False
 
     def note_instance(self, key: str, value_node: ast.expr | None) -> None:
-        """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``)."""
+        """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``),
+        or one of the library functions that run a model (``fun = flop_count``: SlowFast's
+        ``get_model_stats``)."""
+        if isinstance(value_node, (ast.Name, ast.Attribute)) and (self._dotted(value_node) or "") in K.MODEL_RUNNERS:
+            self.fn_alias[key] = self._dotted(value_node) or ""
+        else:
+            self.fn_alias.pop(key, None)
         proj = self.an.project
         func = value_node.func if isinstance(value_node, ast.Call) else None
         cls = None
@@ -290,8 +297,12 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         kws = {k.arg: self.expr(k.value) for k in node.keywords}
         every = join(*args, *kws.values()) if (args or kws) else UNIFORM
         q = self._dotted(func) or ""
+        q = self.fn_alias.get(q, q)
         last = _terminal(func)
 
+        if q in K.MODEL_RUNNERS and args and args[0].wrapped:  # `flop_count(model, inputs)` runs its forward
+            self.emit("coll", "forward", node, detail=f"{q.split('.')[-1]}(), which runs a forward through the "
+                      f"{args[0].wrapped.upper()}-wrapped model")
         if last in K.ITER_PASSTHROUGH and (q == last or q.split(".")[0] in ("tqdm", "builtins")) and args:
             return args[0].data_only()
         special = self.known_call(node, q, last, recv_node, recv, callee_val, args, kws)

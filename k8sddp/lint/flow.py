@@ -83,6 +83,7 @@ class Walker(CallMixin):
         self.dry_exit: ast.AST | None = None  # the `except StopIteration` that exits, being walked
         self.optional_ifs: set[ast.If] = set()  # uniform ifs not decided by distribution itself
         self.instances: dict[str, tuple[Module, str]] = {}  # names bound to a project class's instance
+        self.fn_alias: dict[str, str] = {}  # names bound to a model-running library function (CallMixin.note_instance)
         self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()

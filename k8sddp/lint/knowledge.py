@@ -225,6 +225,14 @@ CLOCK_READS: frozenset[str] = frozenset(
 UNIQUE_PER_PROCESS: frozenset[str] = frozenset(
     {"uuid.uuid4", "uuid.uuid1", "os.getpid", "tempfile.mktemp", "secrets.token_hex"}
 )
+#: Library functions that run their first argument's forward (FLOP counters and model
+#: summaries): on a DDP/FSDP-wrapped model that forward is a collective, and under a rank-0 guard
+#: (``if is_master_proc(): log_model_info(model)``) the other ranks never join it.
+MODEL_RUNNERS: frozenset[str] = frozenset(
+    {"fvcore.nn.flop_count", "fvcore.nn.flop_count.flop_count", "fvcore.nn.activation_count",
+     "fvcore.nn.activation_count.activation_count", "fvcore.nn.FlopCountAnalysis", "fvcore.nn.ActivationCountAnalysis",
+     "thop.profile", "torchinfo.summary", "torchsummary.summary", "ptflops.get_model_complexity_info"}
+)
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
