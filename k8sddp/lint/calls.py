@@ -19,10 +19,11 @@ from . import knowledge as K
 from .calls_io import arg_of as _arg
 from .calls_io import display_items, ranked_attrs
 from .calls_io import terminal as _terminal
-from .closures import RAN, ClosureMixin, closure_mapping, nested_target
+from .closures import RAN, ClosureMixin, closure_mapping
 from .collectives import CollectiveMixin
 from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
+from .targets import TargetMixin
 from .values import ALL, UNIFORM, Val, join, substitute
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def _model_like(node: ast.expr) -> bool:
     return any(w in name for w in _MODEL_WORDS) and not any(w in name for w in _NOT_MODEL_WORDS)
 
 
-class CallMixin(CollectiveMixin, ClosureMixin):
+class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
     """The call half of the walker; see the module docstring."""
 
     an: Host
@@ -97,90 +98,6 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         ...
 
     # -- project functions -------------------------------------------------------------------
-    def resolve_target(self, func: ast.expr) -> tuple[FuncInfo | None, bool]:
-        """The project function a call's callee names, and whether ``self`` is bound."""
-        proj = self.an.project
-        if isinstance(func, ast.Name):
-            if (self.func.nested or self.func.parent) and (inner := nested_target(self.func, func.id, func.lineno)):
-                return inner, False  # a function defined in this one, or in an enclosing one
-            if func.id in self.env or func.id in self.locals_:
-                return None, False
-            f = proj.resolve_function(self.mod, func.id)
-            if f is not None:
-                return f, False
-            cls = proj.resolve_class(self.mod, func.id)
-            if cls is not None:
-                init = cls[0].classes[cls[1]].get("__init__")
-                return init, True
-            return None, False
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-            owner = func.value.id
-            if owner == "self" and self.func.cls:
-                methods = self.mod.classes.get(self.func.cls, {})
-                if func.attr in methods:
-                    return methods[func.attr], True
-                for base in self.mod.class_bases.get(self.func.cls, []):
-                    found = proj.resolve_class(self.mod, base.split(".")[-1])
-                    if found and func.attr in found[0].classes[found[1]]:
-                        return found[0].classes[found[1]][func.attr], True
-                return None, False
-            if owner in self.instances:  # `ev = Evaluator(...)` ... `ev.evaluate()`
-                return self.method_of(self.instances[owner], func.attr), True
-            if owner in self.env or owner in self.locals_:
-                return None, False
-            target = proj.resolve_module_alias(self.mod, owner)
-            if target is not None and func.attr in target.functions:
-                return target.functions[func.attr], False
-            if target is not None and func.attr in target.classes:  # `dnnlib.util.Logger(...)`: its __init__
-                return self.method_of((target, func.attr), "__init__"), True
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and (chain := env_key(func.value)):
-            head = chain.partition(".")[0]  # `dnnlib.util.Logger(...)`: a submodule of an imported package
-            if head in self.mod.aliases and head not in self.env and head not in self.locals_:
-                target = proj.resolve_import(self.mod, self.mod.aliases[head] + chain[len(head):], 0)
-                if target is not None and func.attr in target.functions:
-                    return target.functions[func.attr], False
-                if target is not None and func.attr in target.classes:
-                    return self.method_of((target, func.attr), "__init__"), True
-        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
-                and func.value.func.id not in self.env):  # `Evaluator(loader).evaluate()`
-            cls = proj.resolve_class(self.mod, func.value.func.id)
-            if cls is not None:
-                return self.method_of(cls, func.attr), True
-        return None, False
-
-    def note_instance(self, key: str, value_node: ast.expr | None) -> None:
-        """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``),
-        or one of the library functions that run a model (``fun = flop_count``: SlowFast's
-        ``get_model_stats``)."""
-        if isinstance(value_node, (ast.Name, ast.Attribute)) and (self._dotted(value_node) or "") in K.MODEL_RUNNERS:
-            self.fn_alias[key] = self._dotted(value_node) or ""
-        else:
-            self.fn_alias.pop(key, None)
-        proj = self.an.project
-        func = value_node.func if isinstance(value_node, ast.Call) else None
-        cls = None
-        if isinstance(func, ast.Name):
-            cls = proj.resolve_class(self.mod, func.id)
-        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in self.env:
-            target = proj.resolve_module_alias(self.mod, func.value.id)  # `saver = utils.CheckpointSaver(...)`
-            cls = proj.resolve_class(target, func.attr) if target is not None else None
-        if cls is not None:
-            self.instances[key] = cls
-        else:
-            self.instances.pop(key, None)
-
-    def method_of(self, cls: tuple[Module, str], name: str) -> FuncInfo | None:
-        """Method ``name`` of project class ``cls`` (module, class name), looked up in its bases too."""
-        mod, cname = cls
-        methods = mod.classes.get(cname, {})
-        if name in methods:
-            return methods[name]
-        for base in mod.class_bases.get(cname, []):
-            found = self.an.project.resolve_class(mod, base.split(".")[-1])
-            if found and found != cls and name in found[0].classes[found[1]]:
-                return found[0].classes[found[1]][name]
-        return None
-
     def project_call(self, node: ast.Call, f: FuncInfo, bound: bool) -> Val:
         """A call of project function ``f`` (``bound``: ``self`` is implicit): record the
         arguments for its parameters, emit its collectives as one event, and return its summary's
@@ -434,6 +351,9 @@ class CallMixin(CollectiveMixin, ClosureMixin):
         fw = recv.fw if recv is not None else None
         if fw is None and recv_node is not None:
             fw = K.FRAMEWORK_NAMES.get(_terminal(recv_node))
+        if fw == "accelerator" and last == "save":  # Accelerator.save writes on the main process only
+            self.io_event("write0", "accelerator.save", node, _arg(node, 1, "f"))
+            return UNIFORM
         if fw and last in K.FRAMEWORK_COLLECTIVES.get(fw, frozenset()):
             op = "barrier" if last in ("wait_for_everyone", "barrier") else f"{fw}.{last}"
             recv_text = ast.unparse(recv_node) if recv_node is not None else fw

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .project import FuncInfo
     from .values import Val
 
-__all__ = ["RAN", "ClosureMixin", "closure_mapping", "closure_val", "nested_target"]
+__all__ = ["ClosureMixin", "RAN", "closure_mapping", "closure_val", "nested_target"]
 
 #: A parameter a function calls: (its name, the classes that call it, under a condition of
 #: unknown shape).

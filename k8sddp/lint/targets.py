@@ -1,0 +1,112 @@
+"""What a call's callee names in the linted project: a function, a method (on ``self``, on a
+local bound to a project class, on ``Cls(...)``), a class's ``__init__`` (also through a
+submodule of an imported package: ``dnnlib.util.Logger(...)``), or a nested function; and which
+locals hold instances of project classes or model-running library functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from . import knowledge as K
+from .closures import nested_target
+from .exprs import ExprEval, env_key
+
+if TYPE_CHECKING:
+    from .host import Host
+    from .project import FuncInfo, Module
+
+__all__ = ["TargetMixin"]
+
+
+class TargetMixin(ExprEval):
+    """Callee resolution for :class:`k8sddp.lint.calls.CallMixin`."""
+
+    an: Host
+    instances: dict[str, tuple[Module, str]]
+    fn_alias: dict[str, str]
+
+    def resolve_target(self, func: ast.expr) -> tuple[FuncInfo | None, bool]:
+        """The project function a call's callee names, and whether ``self`` is bound."""
+        proj = self.an.project
+        if isinstance(func, ast.Name):
+            if (self.func.nested or self.func.parent) and (inner := nested_target(self.func, func.id, func.lineno)):
+                return inner, False  # a function defined in this one, or in an enclosing one
+            if func.id in self.env or func.id in self.locals_:
+                return None, False
+            f = proj.resolve_function(self.mod, func.id)
+            if f is not None:
+                return f, False
+            cls = proj.resolve_class(self.mod, func.id)
+            if cls is not None:
+                init = cls[0].classes[cls[1]].get("__init__")
+                return init, True
+            return None, False
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            owner = func.value.id
+            if owner == "self" and self.func.cls:
+                methods = self.mod.classes.get(self.func.cls, {})
+                if func.attr in methods:
+                    return methods[func.attr], True
+                for base in self.mod.class_bases.get(self.func.cls, []):
+                    found = proj.resolve_class(self.mod, base.split(".")[-1])
+                    if found and func.attr in found[0].classes[found[1]]:
+                        return found[0].classes[found[1]][func.attr], True
+                return None, False
+            if owner in self.instances:  # `ev = Evaluator(...)` ... `ev.evaluate()`
+                return self.method_of(self.instances[owner], func.attr), True
+            if owner in self.env or owner in self.locals_:
+                return None, False
+            target = proj.resolve_module_alias(self.mod, owner)
+            if target is not None and func.attr in target.functions:
+                return target.functions[func.attr], False
+            if target is not None and func.attr in target.classes:  # `dnnlib.util.Logger(...)`: its __init__
+                return self.method_of((target, func.attr), "__init__"), True
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and (chain := env_key(func.value)):
+            head = chain.partition(".")[0]  # `dnnlib.util.Logger(...)`: a submodule of an imported package
+            if head in self.mod.aliases and head not in self.env and head not in self.locals_:
+                target = proj.resolve_import(self.mod, self.mod.aliases[head] + chain[len(head):], 0)
+                if target is not None and func.attr in target.functions:
+                    return target.functions[func.attr], False
+                if target is not None and func.attr in target.classes:
+                    return self.method_of((target, func.attr), "__init__"), True
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+                and func.value.func.id not in self.env):  # `Evaluator(loader).evaluate()`
+            cls = proj.resolve_class(self.mod, func.value.func.id)
+            if cls is not None:
+                return self.method_of(cls, func.attr), True
+        return None, False
+
+    def note_instance(self, key: str, value_node: ast.expr | None) -> None:
+        """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``),
+        or one of the library functions that run a model (``fun = flop_count``: SlowFast's
+        ``get_model_stats``)."""
+        if isinstance(value_node, (ast.Name, ast.Attribute)) and (self._dotted(value_node) or "") in K.MODEL_RUNNERS:
+            self.fn_alias[key] = self._dotted(value_node) or ""
+        else:
+            self.fn_alias.pop(key, None)
+        proj = self.an.project
+        func = value_node.func if isinstance(value_node, ast.Call) else None
+        cls = None
+        if isinstance(func, ast.Name):
+            cls = proj.resolve_class(self.mod, func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in self.env:
+            target = proj.resolve_module_alias(self.mod, func.value.id)  # `saver = utils.CheckpointSaver(...)`
+            cls = proj.resolve_class(target, func.attr) if target is not None else None
+        if cls is not None:
+            self.instances[key] = cls
+        else:
+            self.instances.pop(key, None)
+
+    def method_of(self, cls: tuple[Module, str], name: str) -> FuncInfo | None:
+        """Method ``name`` of project class ``cls`` (module, class name), looked up in its bases too."""
+        mod, cname = cls
+        methods = mod.classes.get(cname, {})
+        if name in methods:
+            return methods[name]
+        for base in mod.class_bases.get(cname, []):
+            found = self.an.project.resolve_class(mod, base.split(".")[-1])
+            if found and found != cls and name in found[0].classes[found[1]]:
+                return found[0].classes[found[1]][name]
+        return None
