@@ -351,6 +351,9 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         fw = recv.fw if recv is not None else None
         if fw is None and recv_node is not None:
             fw = K.FRAMEWORK_NAMES.get(_terminal(recv_node))
+        if fw in K.CHECKPOINTER_WRITES and last in K.CHECKPOINTER_WRITES[fw][1] and recv_node is not None:
+            self.io_event(K.CHECKPOINTER_WRITES[fw][0], f"{ast.unparse(recv_node)}.{last}", node, None)
+            return UNIFORM  # timm's saver.save_checkpoint(), detectron2's periodic_checkpointer.step()
         if fw == "accelerator" and last == "save":  # Accelerator.save writes on the main process only
             self.io_event("write0", "accelerator.save", node, _arg(node, 1, "f"))
             return UNIFORM
@@ -369,6 +372,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
                 for k in node.keywords:
                     if k.arg == "sync_dist" and not (isinstance(k.value, ast.Constant) and not k.value.value):
                         self.emit("coll", "all_reduce", node, detail=f"self.{last}(..., sync_dist=True) (an all-reduce)")
+        if last in K.CHECKPOINTER_CLASSES and (root in ("timm", "detectron2", "fvcore") or (q == last and last != "Checkpointer")):
+            return Val(fw=K.CHECKPOINTER_CLASSES[last])
         if last in K.FRAMEWORK_CONSTRUCTORS and (q == last or root in _FW_ROOTS or root in ("L", "pl")):
             return Val(fw=K.FRAMEWORK_CONSTRUCTORS[last])
         if q == "deepspeed.initialize":

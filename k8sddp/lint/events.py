@@ -210,7 +210,7 @@ def cond_text(node: ast.AST | None, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-_CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint")
+_CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint", "save_recovery")
 
 
 def _binary_write_open(node: ast.AST) -> bool:

@@ -233,6 +233,19 @@ MODEL_RUNNERS: frozenset[str] = frozenset(
      "fvcore.nn.activation_count.activation_count", "fvcore.nn.FlopCountAnalysis", "fvcore.nn.ActivationCountAnalysis",
      "thop.profile", "torchinfo.summary", "torchsummary.summary", "ptflops.get_model_complexity_info"}
 )
+#: Library checkpointers (constructor -> kind) and the methods that write (kind -> (event, methods)):
+#: timm's ``CheckpointSaver`` (timm/utils/checkpoint_saver.py) ``torch.save``s wherever it is
+#: called (scripts build it on rank 0 only); fvcore/detectron2's ``Checkpointer``
+#: (fvcore/common/checkpoint.py) writes only where ``save_to_disk`` (the main process, as
+#: detectron2 builds it), and ``PeriodicCheckpointer.step`` calls its ``save``: a rank-0 write.
+CHECKPOINTER_CLASSES: dict[str, str] = {
+    "CheckpointSaver": "saver", "DetectionCheckpointer": "checkpointer0", "Checkpointer": "checkpointer0",
+    "PeriodicCheckpointer": "checkpointer0",
+}
+CHECKPOINTER_WRITES: dict[str, tuple[str, frozenset[str]]] = {
+    "saver": ("write", frozenset({"save_checkpoint", "save_recovery"})),
+    "checkpointer0": ("write0", frozenset({"save", "step"})),
+}
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
