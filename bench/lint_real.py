@@ -25,6 +25,7 @@ held-back batch) apart and for all together; ``--list`` also prints every false 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import csv
 import json
 import os
@@ -106,6 +107,13 @@ def _severity(rule: str) -> str:
     return str(RULES[rule].severity.value) if rule in RULES else "(no rule)"
 
 
+def _lint_one(file: Path) -> dict[tuple[int, str], str]:
+    """The findings (line, rule) -> message that ``k8sddp lint FILE`` reports in that file."""
+    report = lint_paths([str(file)]).report
+    return {(f.line, f.rule_id): f.message for f in report.findings
+            if not f.exempted_by and Path(f.file).resolve() == file.resolve()}
+
+
 def measure(mirror: Path, cache: Path, table: Path = TABLE,
             skip_splits: frozenset[str] = frozenset()) -> dict[str, object]:
     """Lint every script of the table (but those of ``skip_splits``, a held-back batch not to be
@@ -122,7 +130,8 @@ def measure(mirror: Path, cache: Path, table: Path = TABLE,
     skipped: list[str] = []
     fps: list[str] = []
     fns: list[str] = []
-    for row in scripts:
+    todo: list[tuple[dict[str, str], Path]] = []
+    for row in scripts:  # checkouts first, one at a time (two scripts may share one)
         repo, path, commit, split = row["repo"], row["path"], row["commit"], row["split"]
         if split in skip_splits:
             continue
@@ -134,10 +143,14 @@ def measure(mirror: Path, cache: Path, table: Path = TABLE,
         if not file.is_file():
             skipped.append(f"{repo} {path}: not in {commit[:12]}")
             continue
+        todo.append((row, file))
+    # each script is linted alone (as the pre-commit hook does), on every CPU
+    workers = max(1, min(len(todo), os.cpu_count() or 1))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        found = list(pool.map(_lint_one, [f for _, f in todo], chunksize=4))
+    for (row, _file), got in zip(todo, found, strict=True):
+        repo, path, split = row["repo"], row["path"], row["split"]
         n_scripts[split] += 1
-        report = lint_paths([str(file)]).report
-        got = {(f.line, f.rule_id): f.message for f in report.findings
-               if not f.exempted_by and Path(f.file).resolve() == file.resolve()}
         expected = {(k[2], k[3]) for k in labels if k[0] == repo and k[1] == path}
         for (line, rule), msg in got.items():
             hit = "tp" if (line, rule) in expected else "fp"
