@@ -40,6 +40,7 @@ from .values import (
     Z,
     classes_of,
     condition_classes,
+    falsy_under,
     join,
     join_kind,
     merge_envs,
@@ -180,7 +181,8 @@ class Walker(CallMixin):
         if (self.mask != self.entry_mask or many) and not (val.synced and val.kind is None) and not rewrap \
                 and not (val.kind is None and same_expr(prev, value_node, self.an.facts)):  # `epochs = opt.epochs` once more
             shape = "other" if many else kind_of_mask(self.mask)
-            val = val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val
+            val = falsy_under(val, shape, value_node, self.env.get(key)) or (
+                val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val)
         self.env[key] = val = self.note_guarded(key, self.raw[key], val)
         drop_items(self.env, key)  # a list the callers passed, bound anew
         if self.silent:
@@ -513,7 +515,3 @@ class Walker(CallMixin):
     def return_val(self) -> Val:
         """The joined value of every ``return``."""
         return join(*self.returns) if self.returns else UNIFORM
-
-    @property
-    def entry_is_zero(self) -> bool:
-        return self.entry_mask == Z

@@ -17,7 +17,7 @@ import ast
 import dataclasses
 
 __all__ = [
-    "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "join",
+    "ALL", "LZ", "MANY", "N", "UNIFORM", "Val", "Z", "classes_of", "condition_classes", "falsy_under", "join",
     "join_items", "join_kind", "merge_envs", "negate_kind", "structural_test", "substitute",
     "truth_kind",
 ]
@@ -175,6 +175,19 @@ class Val:
 
 
 UNIFORM = Val()
+
+
+def falsy_under(val: Val, shape: str | None, value: ast.expr | None, prior: Val | None) -> Val | None:
+    """The value of a name bound to ``False`` or ``None`` under a rank guard of kind ``shape``
+    when it held a uniform value before (``if rank != 0: use_wandb = False``; se3_diffusion's
+    ``ckpt_dir = None``): as a condition (``if use_wandb:``, ``if ckpt_dir is not None:``) it is
+    true on some of the ranks the guard excludes, so its kind is the guard's negation, partial.
+    ``None`` for anything else (the guard's shape is then put on the value)."""
+    if not (isinstance(value, ast.Constant) and (value.value is False or value.value is None)):
+        return None
+    if val.kind is not None or (prior is not None and prior.kind is not None) or shape is None or shape not in _NEGATE:
+        return None
+    return dataclasses.replace(val.with_kind(_NEGATE[shape]), partial=True)
 
 
 def join(*vals: Val) -> Val:
