@@ -418,6 +418,9 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             return self.last_items[1]  # a project function returning a tuple (project_call)
         last = _terminal(node.func)
         q = self._dotted(node.func) or ""
+        kinds = K.TUPLE_RANK_HELPERS.get(last)
+        if kinds is not None and len(kinds) == n:  # `args.local_rank, args.rank, _ = world_info_from_env()`
+            return [Val(rank=k) if k else UNIFORM for k in kinds]
         if q == "deepspeed.initialize":
             return [Val(wrapped="engine", fw="engine")] + [UNIFORM] * (n - 1)
         recv_node = node.func.value if isinstance(node.func, ast.Attribute) else None

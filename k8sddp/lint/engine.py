@@ -45,7 +45,7 @@ _DIST_MARKERS = re.compile(
     r"torch\.distributed|torch import distributed|init_process_group|DistributedDataParallel|"
     r"FullyShardedDataParallel|\baccelerate\b|\blightning\b|pytorch_lightning|deepspeed|"
     r"LOCAL_RANK|[\"']RANK[\"']|torch_xla|horovod|get_rank\b|is_main_process|is_global_zero|"
-    r"torch\.multiprocessing|world_size|WORLD_SIZE|TrainerCallback|TrainingArguments"
+    r"torch\.multiprocessing|world_size|WORLD_SIZE|TrainerCallback|TrainingArguments|DistributedSampler"
 )
 
 

@@ -246,6 +246,14 @@ CHECKPOINTER_WRITES: dict[str, tuple[str, frozenset[str]]] = {
     "saver": ("write", frozenset({"save_checkpoint", "save_recovery"})),
     "checkpointer0": ("write0", frozenset({"save", "step"})),
 }
+#: Widely copied helpers that return ranks in a tuple, when their source is not linted (kinds
+#: by position; ``None``: the same on every rank): open_clip's and open_flamingo's
+#: ``world_info_from_env()`` -> (local_rank, global_rank, world_size) (open_clip_train/distributed.py),
+#: mmcv/mmengine's ``get_dist_info()`` -> (rank, world_size) (mmengine/dist/utils.py).
+TUPLE_RANK_HELPERS: dict[str, tuple[str | None, ...]] = {
+    "world_info_from_env": ("local", "rank", None),
+    "get_dist_info": ("rank", None),
+}
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
