@@ -79,6 +79,21 @@ def _fstring_index(node: ast.JoinedStr) -> ast.expr | None:
     return None
 
 
+def _params_given_global_rank(mod: Module, nodes: Sequence[ast.AST]) -> set[str]:
+    """Parameters of this module's functions that a call here passes the global rank
+    (conditional-flow-matching's ``train(rank=int(os.getenv("RANK", 0)), ...)`` under torchrun,
+    whose body then calls ``.to(rank)``)."""
+    out: set[str] = set()
+    for node in nodes:
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in mod.functions):
+            continue
+        params = mod.functions[node.func.id].params
+        given = [(params[i], a) for i, a in enumerate(node.args) if i < len(params) and not isinstance(a, ast.Starred)]
+        given += [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+        out |= {p for p, a in given if _global_rank_source(a, set())}
+    return out
+
+
 def check_setup(mod: Module, nodes: Sequence[ast.AST]) -> list[Raw]:
     """KDP511/513 findings of one module; ``nodes`` are its calls, f-strings and assignments."""
     out: list[Raw] = []
@@ -88,6 +103,7 @@ def check_setup(mod: Module, nodes: Sequence[ast.AST]) -> list[Raw]:
         for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
                 names.add(ast.unparse(node.targets[0]))
+        names |= _params_given_global_rank(mod, nodes)
     for node in nodes:
         if isinstance(node, ast.JoinedStr):
             index = _fstring_index(node)
