@@ -19,9 +19,11 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .events import Event
+from .exprs import env_key
 from .scopes import runs_dry
 from .values import ALL, MANY, UNIFORM, condition_classes, merge_envs
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from .values import Val
 
 __all__ = [
-    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "single_process_arm", "walk_assert",
+    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
     "walk_match", "walk_try",
 ]
 
@@ -155,6 +157,22 @@ def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:
     group: every distributed run took that arm, so ``test`` has that truth there."""
     key, polarity = fact_key(test)
     facts.setdefault(key, polarity if in_body else not polarity)
+
+
+def unwrap_arm(env: dict[str, Val], test: ast.expr, in_body: bool) -> None:
+    """In the arm of ``if hasattr(m, "module"):`` (or ``isinstance(m, DistributedDataParallel)``)
+    where the test fails, ``m`` is no wrapped model (BigVGAN's ``if hasattr(generator, "module"):
+    generator.module(x) else: generator(x)``): its forward there is no collective."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+    if not isinstance(inner, ast.Call) or not isinstance(inner.func, ast.Name) or len(inner.args) != 2:
+        return
+    probe = inner.args[1]
+    wrapper_test = (inner.func.id == "hasattr" and isinstance(probe, ast.Constant) and probe.value == "module") or (
+        inner.func.id == "isinstance" and ast.unparse(probe).split(".")[-1] in ("DistributedDataParallel", "DDP"))
+    key = env_key(inner.args[0])
+    if wrapper_test and key is not None and in_body == negated and (v := env.get(key)) is not None and v.wrapped:
+        env[key] = dataclasses.replace(v, wrapped=None)
 
 
 def walk_try(w: BranchWalker[_S], s: ast.Try) -> None:

@@ -23,6 +23,7 @@ from .branches import (
     pair_arms,
     return_case,
     single_process_arm,
+    unwrap_arm,
     walk_assert,
     walk_match,
     walk_try,
@@ -393,6 +394,7 @@ class Walker(CallMixin):
             one = one or (bool(test.distflag) and cm == ALL and not in_dist) or single_process_arm(self, arm, cm)
             self.dist_depth += in_dist
             self.restore(before)
+            unwrap_arm(self.env, s.test, arm is s.body)  # `if hasattr(g, "module"): g.module(x) else: g(x)`
             negated = else_narrow and arm is s.orelse
             self.mask, self.many = m, (before.many if negated else many)
             ranked = cm != ALL
