@@ -254,6 +254,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         callee_val: Val | None, args: list[Val], kws: dict[str | None, Val],
     ) -> Val | None:
         """Calls the knowledge tables recognise; ``None`` when none applies."""
+        if q == "len" and len(args) == 1:  # how many layers, heads, samples: the same on every rank
+            return Val(rank=args[0].rank, prank=args[0].prank, params=args[0].params)  # (DistributedSampler pads)
         # environment reads
         if q in ("os.environ.get", "os.getenv", "os.environ.setdefault") and node.args:
             return self.env_read(node.args[0])
