@@ -256,7 +256,8 @@ def substitute(ret: Val, mapping: dict[str, Val]) -> Val:
         fw = fw or a.fw
         params_out |= a.params
     synced = ret.synced and rank is None and prank is None and not ddp_out
-    return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced, inspected=ret.inspected)
+    return Val(rank, prank, params_out, wrapped, ddp_out, fw, ret.group, synced=synced, inspected=ret.inspected,
+               distflag=ret.distflag if rank is None and prank is None else 0)  # `use_ddp, ... = setup_ddp()`
 
 
 def join_items(returns: list[tuple[Val, ...] | None]) -> tuple[Val, ...] | None:
