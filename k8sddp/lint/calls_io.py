@@ -64,6 +64,8 @@ def display_items(expr: Callable[[ast.expr], Val], node: ast.Call, params: list[
     on the other ranks in place of rank 0's ``eval_loader`` leaves ``train_loader`` uniform. Kept
     only where every call passes such a display (:func:`keep_display_items`)."""
     out: dict[str, Val] = {}
+    if not any(isinstance(a, (ast.List, ast.Tuple)) for a in (*node.args, *(k.value for k in node.keywords))):
+        return out
     pairs = [(params[i], a) for i, a in enumerate(node.args) if i < len(params)]
     if any(isinstance(a, ast.Starred) for a in node.args):
         pairs = pairs[:next(i for i, a in enumerate(node.args) if isinstance(a, ast.Starred))]
@@ -173,6 +175,8 @@ class IOMixin(ExprEval):
         ranks, what they all computed alike, not the "differs between ranks" shape the guard puts
         on it for code after the branch. With ``more`` nodes: the join of all their values (a
         tracker's arguments)."""
+        if not self.guarded_at:  # nothing bound under a guard here: the plain values
+            return join(*(self.expr(p) for p in (path, *more))) if more else self.expr(path)
         swapped: dict[str, Val] = {}
         for n in (n for p in (path, *more) for n in ast.walk(p)):
             key = env_key(n) if isinstance(n, (ast.Name, ast.Attribute)) else None

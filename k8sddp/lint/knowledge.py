@@ -254,6 +254,7 @@ TUPLE_RANK_HELPERS: dict[str, tuple[str | None, ...]] = {
     "world_info_from_env": ("local", "rank", None),
     "get_dist_info": ("rank", None),
 }
+MODEL_RUNNER_NAMES: frozenset[str] = frozenset(q.rsplit(".", 1)[-1] for q in MODEL_RUNNERS)
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped

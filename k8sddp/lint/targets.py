@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .closures import nested_target
-from .exprs import ExprEval, env_key
+from .exprs import ExprEval
 
 if TYPE_CHECKING:
     from .host import Host
@@ -63,14 +63,17 @@ class TargetMixin(ExprEval):
                 return target.functions[func.attr], False
             if target is not None and func.attr in target.classes:  # `dnnlib.util.Logger(...)`: its __init__
                 return self.method_of((target, func.attr), "__init__"), True
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and (chain := env_key(func.value)):
-            head = chain.partition(".")[0]  # `dnnlib.util.Logger(...)`: a submodule of an imported package
-            if head in self.mod.aliases and head not in self.env and head not in self.locals_:
-                target = proj.resolve_import(self.mod, self.mod.aliases[head] + chain[len(head):], 0)
-                if target is not None and func.attr in target.functions:
-                    return target.functions[func.attr], False
-                if target is not None and func.attr in target.classes:
-                    return self.method_of((target, func.attr), "__init__"), True
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
+                and isinstance(head_node := func.value.value, ast.Name) and head_node.id in self.mod.aliases
+                and head_node.id not in self.env and head_node.id not in self.locals_
+                and proj.resolve_module_alias(self.mod, head_node.id) is not None):
+            # `dnnlib.util.Logger(...)`: a submodule of an imported project package
+            head = head_node.id
+            target = proj.resolve_import(self.mod, self.mod.aliases[head] + "." + func.value.attr, 0)
+            if target is not None and func.attr in target.functions:
+                return target.functions[func.attr], False
+            if target is not None and func.attr in target.classes:
+                return self.method_of((target, func.attr), "__init__"), True
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
                 and func.value.func.id not in self.env):  # `Evaluator(loader).evaluate()`
             cls = proj.resolve_class(self.mod, func.value.func.id)
@@ -82,9 +85,10 @@ class TargetMixin(ExprEval):
         """Remember that ``key`` now holds an instance of a project class (``ev = Evaluator()``),
         or one of the library functions that run a model (``fun = flop_count``: SlowFast's
         ``get_model_stats``)."""
-        if isinstance(value_node, (ast.Name, ast.Attribute)) and (self._dotted(value_node) or "") in K.MODEL_RUNNERS:
-            self.fn_alias[key] = self._dotted(value_node) or ""
-        else:
+        name = value_node.attr if isinstance(value_node, ast.Attribute) else value_node.id if isinstance(value_node, ast.Name) else ""
+        if name in K.MODEL_RUNNER_NAMES and (q := self._dotted(value_node) or "") in K.MODEL_RUNNERS:  # type: ignore[arg-type]
+            self.fn_alias[key] = q
+        elif self.fn_alias:
             self.fn_alias.pop(key, None)
         proj = self.an.project
         func = value_node.func if isinstance(value_node, ast.Call) else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,6 +25,7 @@ def _bench():
     spec = importlib.util.spec_from_file_location("lint_real", ROOT / "bench" / "lint_real.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["lint_real"] = mod  # its worker processes unpickle its functions by module name
     spec.loader.exec_module(mod)
     return mod
 
@@ -51,5 +53,5 @@ def test_real_scripts_keep_their_figures() -> None:
     tp = sum(c.get("tp", 0) for c in counts.values())
     fp = sum(c.get("fp", 0) for c in counts.values())
     fn = sum(c.get("fn", 0) for c in counts.values())
-    if sum(res["scripts"].values()) == 158:  # every mirror present: the figures of docs/lint.md (335/30/60)
-        assert tp / (tp + fp) >= 0.91 and tp / (tp + fn) >= 0.84, (tp, fp, fn)
+    if sum(res["scripts"].values()) == 206:  # every mirror present: the figures of docs/lint.md (473/36/72)
+        assert tp / (tp + fp) >= 0.92 and tp / (tp + fn) >= 0.86, (tp, fp, fn)
