@@ -18,7 +18,7 @@ import stat
 import tokenize
 from pathlib import Path
 
-from .treewalk import walk, walk_lean, walk_statements
+from .treewalk import dotted, walk, walk_lean, walk_statements
 
 __all__ = ["FuncInfo", "Module", "Project", "dotted"]
 
@@ -137,25 +137,6 @@ def _add_nested(f: FuncInfo, out: list[FuncInfo]) -> None:
             out.append(sub)
             if sub.nested:
                 _add_nested(sub, out)
-
-
-def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
-    """The dotted name of ``a.b.c`` with the first part resolved through ``aliases``; ``None``
-    for anything that is not a plain attribute chain."""
-    if node.__class__ is ast.Name:
-        head = node.id  # type: ignore[attr-defined]
-        return aliases.get(head, head) if aliases is not None else head
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    head = node.id
-    if aliases is not None:
-        head = aliases.get(head, head)
-    parts.append(head)
-    return ".".join(reversed(parts))
 
 
 def _params(node: FuncNode) -> tuple[str, ...]:

@@ -15,6 +15,8 @@ import os
 from collections.abc import Callable
 from typing import Protocol
 
+from .treewalk import dotted
+
 
 class Module(Protocol):
     """What this module reads of a :class:`k8sddp.lint.project.Module`."""
@@ -28,18 +30,6 @@ __all__ = ["added_paths"]
 
 _PATH_FUNCS = ("os.path.dirname", "os.path.abspath", "os.path.realpath", "os.path.normpath",
                "os.path.join", "os.path.expanduser", "str", "pathlib.Path", "Path", "os.fspath")
-
-
-def dotted(node: ast.expr, aliases: dict[str, str]) -> str | None:
-    """``a.b.c`` with its first name resolved through the module's import ``aliases``."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(aliases.get(node.id, node.id))
-    return ".".join(reversed(parts))
 
 
 def _module_statements(tree: ast.Module) -> list[ast.stmt]:

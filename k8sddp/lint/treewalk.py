@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["parents", "walk", "walk_lean", "walk_statements"]
+__all__ = ["dotted", "parents", "walk", "walk_lean", "walk_statements"]
 
 _AST = ast.AST
 #: fields that only ever hold identifiers, numbers, strings or constants, never nodes
@@ -99,3 +99,22 @@ def walk_statements(tree: ast.AST) -> list[ast.AST]:
                 if v.__class__ is list:
                     out.extend(v)
     return out
+
+
+def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
+    """The dotted name of ``a.b.c`` with the first part resolved through ``aliases``; ``None``
+    for anything that is not a plain attribute chain."""
+    if node.__class__ is ast.Name:
+        head = node.id  # type: ignore[attr-defined]
+        return aliases.get(head, head) if aliases is not None else head
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    head = node.id
+    if aliases is not None:
+        head = aliases.get(head, head)
+    parts.append(head)
+    return ".".join(reversed(parts))
