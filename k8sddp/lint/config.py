@@ -179,8 +179,8 @@ def find_config(start: Path) -> Path | None:
             raise UsageError(f"{candidate}: permission denied (cannot look for [tool.k8sddp.lint])") from exc
         except OSError as exc:
             raise UsageError(f"{candidate}: cannot read: {exc.strerror or exc}") from exc
-        if is_file and (re.search(r"^\s*\[\s*tool\.k8sddp\.lint\b", text, re.M) or re.search(
-                r"^\s*\[\s*tool\.k8sddp\s*\][^\[]*\blint\s*=", text, re.M | re.S)):
+        if is_file and (re.search(r"^\s*\[\s*tool\.k8sddp\.lint\b|^\s*tool\.k8sddp\.lint\b", text, re.M) or re.search(
+                r"^\s*\[\s*tool\.k8sddp\s*\][^\[]*\blint\s*[=.]", text, re.M | re.S)):  # also dotted keys
             found = candidate
             break
         if d.parent == d:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from k8sddp.cli import main
+from k8sddp.lint import lint_paths
 from k8sddp.reporters import REPORTERS
 
 BAD = textwrap.dedent(
@@ -406,3 +407,14 @@ def test_empty_or_closed_stdin_is_no_input_exit_2() -> None:
     res = subprocess.run([sys.executable, "-m", "k8sddp", "lint", "-"], input=b"import os\n", capture_output=True,
                          timeout=120)
     assert res.returncode == 0, res
+
+
+@pytest.mark.parametrize("toml", ['[tool.k8sddp]\nlint.ignore = ["KDP505"]\n', 'tool.k8sddp.lint.ignore = ["KDP505"]\n'])
+def test_dotted_key_spellings_of_the_lint_table_are_read(tmp_path: Path, toml: str) -> None:
+    """`[tool.k8sddp]` with `lint.ignore = ...`, and a top-level `tool.k8sddp.lint.ignore`, are the
+    same TOML table as `[tool.k8sddp.lint]`: the configuration is found, not silently skipped."""
+    (tmp_path / "pyproject.toml").write_text(toml)
+    script = tmp_path / "t.py"
+    script.write_text('import torch.distributed as dist\ndist.init_process_group("nccl")\n')
+    report = lint_paths([str(script)]).report
+    assert not any(f.rule_id == "KDP505" for f in report.findings)
