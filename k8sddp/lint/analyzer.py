@@ -21,9 +21,10 @@ from .calls_io import is_display_item, keep_display_items
 from .closures import closure_val
 from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
 from .flow import Walker
+from .keyed import join_keys
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
-from .scopes import NodeFacts, local_names, loop_carried
+from .scopes import NodeFacts, global_names, local_names, loop_carried
 from .values import ALL, LZ, UNIFORM, Val, Z, join, join_items
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
@@ -125,6 +126,7 @@ class Analyzer:
         self.facts = NodeFacts()
         self._ctx: dict[str, Context] = {}
         self._locals: dict[str, set[str]] = {}
+        self._globals: dict[str, frozenset[str]] = {}
         self._carried: dict[int, bool] = {}
         self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
@@ -143,6 +145,12 @@ class Analyzer:
         if f.key not in self._locals:
             self._locals[f.key] = local_names(f.node)
         return self._locals[f.key]
+
+    def global_names(self, f: FuncInfo) -> frozenset[str]:
+        """The names ``f`` declares ``global`` (cached): its stores to them are module globals."""
+        if f.key not in self._globals:
+            self._globals[f.key] = global_names(f.node) if not isinstance(f.node, ast.Module) else frozenset()
+        return self._globals[f.key]
 
     # -- facts the walker asks for ---------------------------------------------------------
     def decorators(self, f: FuncInfo) -> list[str]:
@@ -317,6 +325,7 @@ class Analyzer:
                 colls = [e for e in w.events if e.kind == "coll"]
                 summ = Summary(
                     ret=w.return_val(), ret_items=join_items(w.return_items),
+                    ret_keys=join_keys(w.return_keys),
                     sig=tuple(e.op for e in colls)[:8],
                     first=(colls[0].detail, colls[0].line) if colls else ("", 0),
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
@@ -381,6 +390,7 @@ class Analyzer:
         menv: dict[str, dict[str, Val]] = {}
         ncalls: dict[str, int] = {}
         nkeys: dict[str, dict[str, int]] = {}
+        fenv: list[tuple[str, dict[str, Val]]] = []
         for w in self.walkers.values():
             for callee, mapping, (mask, many, cause, by_exit) in w.calls:
                 table = params.setdefault(callee, {})
@@ -395,8 +405,17 @@ class Analyzer:
                 table = attrs.setdefault((w.mod.path, w.func.cls), {})
                 for a, v in w.attr_stores.items():
                     table[a] = join(table[a], v) if a in table else v
-            if w.menv_stores:
+            if w.menv_stores and w.is_module:
                 menv.setdefault(w.mod.path, {}).update(w.menv_stores)
+            elif w.menv_stores:
+                fenv.append((w.mod.path, w.menv_stores))
+            if w.func.cls and w.returns and "property" in self.decorators(w.func):  # `self.model` reads it
+                table = attrs.setdefault((w.mod.path, w.func.cls), {})
+                table[w.func.name] = join(table.get(w.func.name, UNIFORM), w.return_val())
+        for path, stores in fenv:  # `global __rank` in a function: the module's value or that one
+            table = menv.setdefault(path, {})
+            for name, v in stores.items():
+                table[name] = join(table.get(name, UNIFORM), v)
         for callee, table in params.items():
             keep_display_items(table, nkeys[callee], ncalls[callee])
         return params, sites, attrs, menv

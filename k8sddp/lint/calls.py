@@ -87,6 +87,7 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
     instances: dict[str, tuple[Module, str]]
     fn_alias: dict[str, str]
     last_items: tuple[ast.Call, list[Val]] | None
+    last_keys: tuple[ast.Call, tuple[tuple[str, Val], ...]] | None
     inits_pg: bool
     #: a name whose calls are recorded with the classes that make them (Analyzer.gate_mask)
     probe: str | None = None
@@ -149,6 +150,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             ret = summ.ret_by[1] if flag else summ.ret_by[2]  # `is_master(args)`: local=False
         elif summ.ret_items is not None:  # `ddp, rank, ... = compute_init()`: see tuple_parts
             self.last_items = (node, [substitute(v, mapping) for v in summ.ret_items])
+        elif summ.ret_keys is not None:  # `info = get_ddp_info()`: lint/keyed.py
+            self.last_keys = (node, tuple((k, substitute(v, mapping)) for k, v in summ.ret_keys))
         return substitute(ret, mapping)
 
     def call_writes(self, node: ast.Call, f: FuncInfo, params: list[str], mapping: dict[str, Val],

@@ -158,6 +158,8 @@ class Summary:
         init_pg: it initialises the process group (``init_process_group``, directly or in a callee).
         ret_items: position by position, what it returns when every ``return`` gives a tuple of
             one length (:func:`k8sddp.lint.values.join_items`).
+        ret_keys: key by key, what it returns when every ``return`` gives a dict display with
+            one set of string keys (:func:`k8sddp.lint.keyed.join_keys`).
         quiet: ``(parameter, literal)`` pairs for which it runs none of its collectives
             (:func:`k8sddp.lint.quiet.quiet_pairs`).
         runs: the parameters it calls (``def gpu_timer(closure): return closure()``), each with
@@ -175,6 +177,7 @@ class Summary:
     ret_by: tuple[str, Val, Val] | None = None
     init_pg: bool = False
     ret_items: tuple[Val, ...] | None = None
+    ret_keys: tuple[tuple[str, Val], ...] | None = None
     runs: tuple[tuple[str, int, bool], ...] = ()
 
 

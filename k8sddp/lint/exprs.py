@@ -184,7 +184,7 @@ class ExprEval(abc.ABC):
                 return UNIFORM
             return self.global_val(key)
         head, _, rest = key.partition(".")
-        if head == "self" and "." not in rest:
+        if head == "self" and rest.count(".") <= 1:  # self.x, and self.cfg.x (se3-diffusion's ckpt_dir)
             return self.class_attr(rest)
         if head not in self.locals_ and "." not in rest:
             g = self.global_val(key)

@@ -32,6 +32,7 @@ from .calls import CallMixin
 from .calls_io import drop_items, held_items, terminal
 from .events import Event
 from .exprs import env_key, item_key, kind_of_mask
+from .keyed import bind_keys, returned
 from .scopes import progress_wrapper, same_expr, spread
 from .values import (
     ALL,
@@ -89,6 +90,7 @@ class Walker(CallMixin):
         self.sources: dict[str, ast.expr | None] = {}  # each name's last assigned expression
         self.is_module = isinstance(func.node, ast.Module)
         self.locals_ = analyzer.local_names(func) if not self.is_module else set()
+        self.globals_ = analyzer.global_names(func)
         self.entry_mask = entry_mask
         self.mask = entry_mask
         self.many: ast.AST | None = None
@@ -103,6 +105,9 @@ class Walker(CallMixin):
         self.events: list[Event] = []
         self.returns: list[Val] = []
         self.return_items: list[tuple[Val, ...] | None] = []  # per return: its tuple's values
+        self.return_keys: list[dict[str, Val] | None] = []  # per return: its dict's items (keyed.py)
+        self.last_keys: tuple[ast.Call, tuple[tuple[str, Val], ...]] | None = None
+        self.keyed: set[str] = set()  # the item keys bind_keys made
         self.last_items: tuple[ast.Call, list[Val]] | None = None  # calls.tuple_parts
         self.rank_exits: list[tuple[int, ast.AST]] = []  # (mask, stmt) of rank-dependent function exits
         self.uses_rank = False
@@ -186,13 +191,14 @@ class Walker(CallMixin):
                 val.with_kind(join_kind(val.kind, shape)) if val.kind != shape else val)
         self.env[key] = val = self.note_guarded(key, self.raw[key], val)
         drop_items(self.env, key)  # a list the callers passed, bound anew
+        bind_keys(self, key, value_node)  # `info = get_ddp_info()`: info['rank'] (keyed.py)
         if self.silent:
             return
-        if key.startswith("self.") and key.count(".") == 1 and self.func.cls:
+        if key.startswith("self.") and key.count(".") <= 2 and self.func.cls:  # self.x, self.cfg.x
             attr = key[5:]
             table = self.attr_stores
             table[attr] = join(table[attr], val) if attr in table else val
-        if self.is_module and "." not in key:
+        if (self.is_module and "." not in key) or key in self.globals_:  # `global __rank` (scopes.global_names)
             self.menv_stores[key] = val
 
     # -- events ------------------------------------------------------------------------------
@@ -312,13 +318,7 @@ class Walker(CallMixin):
         self.assign(s.target, join(cur, val).data_only(), None)
 
     def _s_Return(self, s: ast.Return) -> None:
-        if isinstance(s.value, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in s.value.elts):
-            items = tuple(self.expr(e) for e in s.value.elts)
-            self.return_items.append(items)
-            self.returns.append(join(*items).data_only())
-        elif s.value is not None:
-            self.return_items.append(None)
-            self.returns.append(self.expr(s.value))
+        returned(self, s.value)  # lint/keyed.py
         if s.value is not None:
             self.ret_case = return_case(self, s.value) if len(self.returns) == 1 else None
         self.exit(s, "return")

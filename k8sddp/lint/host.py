@@ -39,6 +39,14 @@ class Host(Protocol):
         """The names ``f`` binds locally (assigned, parameters, loop targets)."""
         ...
 
+    def decorators(self, f: FuncInfo) -> list[str]:
+        """Terminal names of ``f``'s decorators (``property``, ``rank_zero_only``)."""
+        ...
+
+    def global_names(self, f: FuncInfo) -> frozenset[str]:
+        """The names ``f`` declares ``global``."""
+        ...
+
     def is_rank_zero_only(self, f: FuncInfo) -> bool:
         """True when ``f`` is decorated to run on rank 0 only (``@rank_zero_only``)."""
         ...

@@ -78,6 +78,21 @@ def guard_names(guard: ast.expr) -> frozenset[str]:
     return frozenset(names)
 
 
+def global_names(node: ast.AST) -> frozenset[str]:
+    """The names a function declares ``global`` (outside nested functions and classes):
+    SparK's ``dist.initialize()`` sets ``__local_rank`` that way, and ``is_local_master()``
+    reads it."""
+    out: set[str] = set()
+    todo = list(getattr(node, "body", []))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Global):
+            out.update(n.names)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.expr)):
+            todo.extend(c for c in ast.iter_child_nodes(n) if isinstance(c, (ast.stmt, ast.excepthandler, ast.match_case)))
+    return frozenset(out)
+
+
 def local_names(node: ast.AST) -> set[str]:
     """Names a function assigns (its locals), minus those it declares ``global``."""
     out: set[str] = set()

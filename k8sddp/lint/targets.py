@@ -47,8 +47,8 @@ class TargetMixin(ExprEval):
             owner = func.value.id
             if owner == "self" and self.func.cls:
                 methods = self.mod.classes.get(self.func.cls, {})
-                if func.attr in methods:
-                    return methods[func.attr], True
+                if func.attr in methods:  # `self.model(x)` with a @property `model`: calls what it returns
+                    return (None, False) if "property" in self.an.decorators(methods[func.attr]) else (methods[func.attr], True)
                 for base in self.mod.class_bases.get(self.func.cls, []):
                     found = proj.resolve_class(self.mod, base.split(".")[-1])
                     if found and func.attr in found[0].classes[found[1]]:
