@@ -24,7 +24,7 @@ from .flow import Walker
 from .keyed import join_keys
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
-from .scopes import NodeFacts, global_names, local_names, loop_carried
+from .scopes import NodeFacts, global_names, local_names, loop_carried, pg_rank_params
 from .values import ALL, LZ, UNIFORM, Val, Z, join, join_items
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
@@ -127,6 +127,7 @@ class Analyzer:
         self._ctx: dict[str, Context] = {}
         self._locals: dict[str, set[str]] = {}
         self._globals: dict[str, frozenset[str]] = {}
+        self._pg_rank: dict[str, frozenset[str]] = {}
         self._carried: dict[int, bool] = {}
         self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
@@ -145,6 +146,14 @@ class Analyzer:
         if f.key not in self._locals:
             self._locals[f.key] = local_names(f.node)
         return self._locals[f.key]
+
+    def pg_rank_params(self, f: FuncInfo) -> frozenset[str]:
+        """The parameters of ``f`` it passes as ``rank=`` to ``init_process_group`` (cached):
+        diffwave's ``train_distributed(replica_id, ...)``, spawned from a ``__main__.py`` that
+        linting ``learner.py`` does not read, is given its rank that way."""
+        if f.key not in self._pg_rank:
+            self._pg_rank[f.key] = pg_rank_params(f.node)
+        return self._pg_rank[f.key]
 
     def global_names(self, f: FuncInfo) -> frozenset[str]:
         """The names ``f`` declares ``global`` (cached): its stores to them are module globals."""
@@ -255,6 +264,8 @@ class Analyzer:
                 v = Val(prank="rank")
             elif v is None and p in K.RANK_PARAMS:  # no call in sight passes it (stylegan2-pytorch's
                 v = Val(prank=K.RANK_PARAMS[p])       # `Trainer(name=...)` beside cli.py's `Trainer(**args)`)
+            elif v is None and p in self.pg_rank_params(f):  # `init_process_group(..., rank=replica_id)`
+                v = Val(prank="rank")
             elif v is None and joined is None and p in K.MODEL_PARAMS:
                 v = Val(wrapped="ddp")
             v = v or UNIFORM
@@ -404,6 +415,10 @@ class Analyzer:
             if w.attr_stores:
                 table = attrs.setdefault((w.mod.path, w.func.cls), {})
                 for a, v in w.attr_stores.items():
+                    table[a] = join(table[a], v) if a in table else v
+            for owner, stores in w.inst_stores.items():  # `learner.is_master = ...` (stores.py)
+                table = attrs.setdefault(owner, {})
+                for a, v in stores.items():
                     table[a] = join(table[a], v) if a in table else v
             if w.menv_stores and w.is_module:
                 menv.setdefault(w.mod.path, {}).update(w.menv_stores)

@@ -34,6 +34,7 @@ from .events import Event
 from .exprs import env_key, item_key, kind_of_mask
 from .keyed import bind_keys, returned
 from .scopes import progress_wrapper, same_expr, spread
+from .stores import record_store
 from .values import (
     ALL,
     MANY,
@@ -128,6 +129,7 @@ class Walker(CallMixin):
         self.calls: list[tuple[str, dict[str, Val], tuple[int, ast.AST | None, ast.AST | None, bool]]] = []
         self.attr_stores: dict[str, Val] = {}
         self.menv_stores: dict[str, Val] = {}
+        self.inst_stores: dict[tuple[str, str], dict[str, Val]] = {}
         self.packed: dict[str, list[Val]] = {}  # names bound to a tuple of names: its items (scopes.spread)
         self.env_loops: dict[str, list[str]] = {}  # `for v in ("LOCAL_RANK", ...)`: v -> those names
         self.closure_defs: dict[str, dict[str, Val]] = {}  # lint/closures.py
@@ -194,12 +196,7 @@ class Walker(CallMixin):
         bind_keys(self, key, value_node)  # `info = get_ddp_info()`: info['rank'] (keyed.py)
         if self.silent:
             return
-        if key.startswith("self.") and key.count(".") <= 2 and self.func.cls:  # self.x, self.cfg.x
-            attr = key[5:]
-            table = self.attr_stores
-            table[attr] = join(table[attr], val) if attr in table else val
-        if (self.is_module and "." not in key) or key in self.globals_:  # `global __rank` (scopes.global_names)
-            self.menv_stores[key] = val
+        record_store(self, key, val)  # class attributes, instance attributes, globals (stores.py)
 
     # -- events ------------------------------------------------------------------------------
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:

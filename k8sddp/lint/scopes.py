@@ -93,6 +93,22 @@ def global_names(node: ast.AST) -> frozenset[str]:
     return frozenset(out)
 
 
+def pg_rank_params(node: ast.AST) -> frozenset[str]:
+    """The parameters of function ``node`` that it passes as ``rank=`` to an
+    ``init_process_group`` call in its own body (``dist.init_process_group("nccl",
+    rank=replica_id, world_size=n)``): that parameter is this process's global rank."""
+    if isinstance(node, ast.Module):
+        return frozenset()
+    params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}  # type: ignore[attr-defined]
+    out: set[str] = set()
+    for n in walk_lean(node):
+        if (isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
+                == "init_process_group"):
+            out.update(k.value.id for k in n.keywords
+                       if k.arg == "rank" and isinstance(k.value, ast.Name) and k.value.id in params)
+    return frozenset(out)
+
+
 def local_names(node: ast.AST) -> set[str]:
     """Names a function assigns (its locals), minus those it declares ``global``."""
     out: set[str] = set()
