@@ -67,6 +67,15 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def _none_default(node: ast.Call, f: FuncInfo, params: list[str], p: str) -> bool:
+    """True when call ``node`` of ``f`` leaves parameter ``p`` at a default of ``None``: a
+    path built from it is no path at this call (the write sits under ``if p is not None``)."""
+    if p not in params or _arg(node, params.index(p), p) is not None:
+        return False
+    d = default_of(f.node, p)
+    return isinstance(d, ast.Constant) and d.value is None
+
+
 def _model_like(node: ast.expr) -> bool:
     name = (env_key(node) or "").split(".")[-1].lower()
     return any(w in name for w in _MODEL_WORDS) and not any(w in name for w in _NOT_MODEL_WORDS)
@@ -168,10 +177,12 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
                 val = mapping.get(ws.param)
                 if arg is None:  # not passed: the parameter's default (`filename="checkpoint.pth"`)
                     arg, val = default_of(f.node, ws.param), UNIFORM
-                if arg is None:
-                    continue
+                if arg is None or (isinstance(arg, ast.Constant) and arg.value is None):
+                    continue  # no path: `save_results_path=None` not passed (contriever's evaluate_model)
                 path: ast.expr | None = arg
             elif ws.val is not None and not entry:  # built from parameters: as this call's arguments make it
+                if any(_none_default(node, f, params, p) for p in ws.val.params):
+                    continue  # `if save_results_path is not None: torch.save(..., f"{save_results_path}")`
                 path, val = ws.path, substitute(ws.val, mapping)
             elif guarded:
                 path, val = ws.path, ws.val or UNIFORM
