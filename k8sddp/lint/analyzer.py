@@ -128,6 +128,7 @@ class Analyzer:
         self._locals: dict[str, set[str]] = {}
         self._globals: dict[str, frozenset[str]] = {}
         self._pg_rank: dict[str, frozenset[str]] = {}
+        self._overridden: dict[str, bool] = {}
         self._carried: dict[int, bool] = {}
         self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
@@ -146,6 +147,17 @@ class Analyzer:
         if f.key not in self._locals:
             self._locals[f.key] = local_names(f.node)
         return self._locals[f.key]
+
+    def overridden(self, f: FuncInfo) -> bool:
+        """True when a project class derived from ``f``'s class defines a method of ``f``'s name
+        (cached): ``self.save()`` in DPO's ``BasicTrainer.train`` runs ``FSDPTrainer.save``, which
+        writes on rank 0 only, on the multi-GPU runs. The call's writes are then left to the
+        methods themselves."""
+        if f.key not in self._overridden:
+            self._overridden[f.key] = bool(f.cls) and any(
+                f.cls in {b.split(".")[-1] for b in bases} and f.name in mod.classes.get(cname, {})
+                for mod in self.all_modules() for cname, bases in mod.class_bases.items())
+        return self._overridden[f.key]
 
     def pg_rank_params(self, f: FuncInfo) -> frozenset[str]:
         """The parameters of ``f`` it passes as ``rank=`` to ``init_process_group`` (cached):

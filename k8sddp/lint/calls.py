@@ -146,7 +146,7 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             arg = _arg(node, params.index(p), p) if p in params else None
             if arg is not None:
                 self.emit("read", shown(f), node, path=arg, path_val=mapping.get(p))
-        if summ.writes:
+        if summ.writes and not (bound and self.an.overridden(f)):  # `self.save()` a subclass overrides: which runs?
             # module code calling a function that runs collectives: a training entry point
             # (`main(args)`), whose writes to paths built from its parameters are judged in it
             entry = bool(summ.sig) and isinstance(self.func.node, ast.Module)

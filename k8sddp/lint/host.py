@@ -39,6 +39,10 @@ class Host(Protocol):
         """The names ``f`` binds locally (assigned, parameters, loop targets)."""
         ...
 
+    def overridden(self, f: FuncInfo) -> bool:
+        """True when a project subclass of ``f``'s class defines a method of ``f``'s name."""
+        ...
+
     def decorators(self, f: FuncInfo) -> list[str]:
         """Terminal names of ``f``'s decorators (``property``, ``rank_zero_only``)."""
         ...
