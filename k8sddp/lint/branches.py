@@ -22,6 +22,7 @@ import ast
 import dataclasses
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from . import knowledge as K
 from .events import Event
 from .exprs import env_key
 from .scopes import runs_dry
@@ -143,13 +144,18 @@ def return_case(w: BranchWalker[_S], value: ast.expr) -> tuple[str, Val, Val] | 
 
 def fact_flag(facts: dict[str, bool], node: ast.expr) -> int:
     """1 when ``facts`` (:func:`fact_key` text -> truth in distributed runs) say ``node`` is true
-    in every distributed run, -1 when false, else 0."""
-    if not facts:
-        return 0
+    in every distributed run, -1 when false, else 0; with no fact on it, a flag named
+    :data:`~k8sddp.lint.knowledge.DIST_FLAG_NAMES` (``cfg.MODEL.DIST_TRAIN``) is true there."""
     key, polarity = fact_key(node)
-    if key not in facts:
-        return 0
-    return 1 if facts[key] == polarity else -1
+    if key in facts:
+        return 1 if facts[key] == polarity else -1
+    inner = node
+    while isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not):
+        inner = inner.operand
+    name = inner.attr if isinstance(inner, ast.Attribute) else inner.id if isinstance(inner, ast.Name) else ""
+    if name.lower() in K.DIST_FLAG_NAMES:
+        return 1 if polarity else -1
+    return 0
 
 
 def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:

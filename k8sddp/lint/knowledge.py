@@ -257,6 +257,12 @@ TUPLE_RANK_HELPERS: dict[str, tuple[str | None, ...]] = {
 MODEL_RUNNER_NAMES: frozenset[str] = frozenset(q.rsplit(".", 1)[-1] for q in MODEL_RUNNERS)
 #: Parameter names that hold a rank in an entry point whose callers are not in the project.
 RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_rank": "local"}
+#: Flags whose name says "this run is distributed" (pytorch/examples' ``args.distributed``,
+#: TransReID's ``cfg.MODEL.DIST_TRAIN``): true in every distributed run, so the ``else`` arm of
+#: ``if flag:`` runs in single-process runs only. ``multiprocessing_distributed`` is not one: a
+#: torchrun job leaves it False.
+DIST_FLAG_NAMES: frozenset[str] = frozenset(
+    {"distributed", "is_distributed", "use_distributed", "dist_train", "ddp", "use_ddp", "is_ddp"})
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
 #: model (MAE's ``train_one_epoch(model, ...)``, detectron2's ``do_train(cfg, model)``): its
 #: forward's output is per-rank data and its backward all-reduces.
