@@ -222,7 +222,8 @@ def main() -> int:
               "fresh8": "held back, eighth batch (new repositories, labelled by others, linted once with the last linter)",
               "fresh9": "held back, ninth batch (repositories the labellers chose, labelled by them, linted once at the end)",
               "fresh10": "held back, tenth batch (four labellers, four domains, linted once at the end)",
-              "fresh11": "held back, eleventh batch (four more labellers, labelled from the rules after this session's changes)"}
+              "fresh11": "held back, eleventh batch (four more labellers, labelled from the rules after this session's changes)",
+              "fresh12": "held back, twelfth batch (four more labellers, four more domains, linted once at the end)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
