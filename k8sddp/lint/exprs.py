@@ -179,6 +179,9 @@ class ExprEval(abc.ABC):
             return None
         if key in self.env:
             return self.env[key]
+        head, dot, attr = key.rpartition(".")
+        if dot and (item := f"{head}[{attr!r}]") in self.env:  # EasyDict/DictConfig/YParams: cfg.x is cfg['x']
+            return self.env[item]
         if "." not in key:
             if key in self.locals_:
                 return UNIFORM
@@ -253,6 +256,9 @@ class ExprEval(abc.ABC):
         key = item_key(node)
         if key is not None and key in self.env:
             return self.env[key]
+        if key is not None and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str) \
+                and (attr := f"{env_key(node.value)}.{node.slice.value}") in self.env:
+            return self.env[attr]  # cfg['x'] after cfg.x = ...
         base = self.expr(node.value)
         idx = self.expr(node.slice)
         return join(base, idx.data_only())
