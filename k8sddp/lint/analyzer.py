@@ -129,6 +129,9 @@ class Analyzer:
         self._globals: dict[str, frozenset[str]] = {}
         self._pg_rank: dict[str, frozenset[str]] = {}
         self._overridden: dict[str, bool] = {}
+        #: :func:`~k8sddp.lint.branches.fact_key` text -> truth, for the flags some function
+        #: initialises the process group under (``if train_config.enable_fsdp: setup()``)
+        self.init_facts: dict[str, bool] = {}
         self._carried: dict[int, bool] = {}
         self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
@@ -363,6 +366,12 @@ class Analyzer:
                     changed_summaries.add(f.key)
                 self.summaries[f.key] = summ
             params, sites, attrs, menv = self._aggregate()
+            facts: dict[str, bool] = {}
+            for w in self.walkers.values():  # `if train_config.enable_fsdp: setup()` in main: train() knows it too
+                for k, v in w.init_facts.items():
+                    facts.setdefault(k, v)
+            changed_facts = {k for k in facts.keys() | self.init_facts.keys() if facts.get(k) != self.init_facts.get(k)}
+            self.init_facts = facts
             changed_attrs = _changed_names(self.class_attrs, attrs)
             changed_env = _changed_names(self.module_env, menv)
             self.param_vals, self.callsites, self.class_attrs, self.module_env = params, sites, attrs, menv
@@ -377,6 +386,7 @@ class Analyzer:
                     or bool(prev.global_reads & changed_env.get(f.module.path, set()))
                     or bool(prev.attr_reads & changed_attrs.get((f.module.path, f.cls), set()))
                     or any(callee in changed_summaries for callee, _, _ in prev.calls)
+                    or bool(prev.fact_reads & changed_facts)
                     or prev.entry_mask != self.entry_mask(f)
                 ):
                     dirty.append(f)

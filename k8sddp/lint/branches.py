@@ -29,11 +29,12 @@ from .scopes import runs_dry
 from .values import ALL, MANY, UNIFORM, condition_classes, merge_envs
 
 if TYPE_CHECKING:
+    from .host import Host
     from .project import FuncInfo, Module
     from .values import Val
 
 __all__ = [
-    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
+    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "known_flag", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
     "walk_match", "walk_try",
 ]
 
@@ -69,6 +70,9 @@ class BranchWalker(Protocol[_S]):
     dist_depth: int
     dry_exit: ast.AST | None
     dist_facts: dict[str, bool]
+    fact_reads: set[str]
+    an: Host
+    is_module: bool
 
     def expr(self, node: ast.expr | None) -> Val:
         """The value of ``node``."""
@@ -142,13 +146,15 @@ def return_case(w: BranchWalker[_S], value: ast.expr) -> tuple[str, Val, Val] | 
     return (test.id, a, b) if positive else (test.id, b, a)
 
 
-def fact_flag(facts: dict[str, bool], node: ast.expr) -> int:
+def fact_flag(facts: dict[str, bool], node: ast.expr, names: bool = True) -> int:
     """1 when ``facts`` (:func:`fact_key` text -> truth in distributed runs) say ``node`` is true
-    in every distributed run, -1 when false, else 0; with no fact on it, a flag named
+    in every distributed run, -1 when false, else 0; with no fact on it (and ``names``), a flag named
     :data:`~k8sddp.lint.knowledge.DIST_FLAG_NAMES` (``cfg.MODEL.DIST_TRAIN``) is true there."""
     key, polarity = fact_key(node)
     if key in facts:
         return 1 if facts[key] == polarity else -1
+    if not names:
+        return 0
     inner = node
     while isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not):
         inner = inner.operand
@@ -156,6 +162,21 @@ def fact_flag(facts: dict[str, bool], node: ast.expr) -> int:
     if name.lower() in K.DIST_FLAG_NAMES:
         return 1 if polarity else -1
     return 0
+
+
+def known_flag(w: BranchWalker[_S], node: ast.expr) -> int:
+    """1 when ``node`` is known true in every distributed run, -1 when known false, else 0: by
+    the facts of the function ``w`` walks, else by a flag another function initialises the
+    process group under (``Analyzer.init_facts``: llama-recipes' ``if
+    train_config.enable_fsdp: setup()`` in ``main``, read in ``train``), else by its name."""
+    if own := fact_flag(w.dist_facts, node, names=False):
+        return own
+    inner = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) else node
+    if not w.is_module and isinstance(inner, (ast.Name, ast.Attribute)):  # a plain flag
+        w.fact_reads.add(fact_key(node)[0])
+        if found := fact_flag(w.an.init_facts, node, names=False):
+            return found
+    return fact_flag({}, node)
 
 
 def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .branches import (
-    fact_flag,
+    known_flag,
     note_init,
     pair_arms,
     return_case,
@@ -117,6 +117,8 @@ class Walker(CallMixin):
         self.one_guard = 1 if func.launches else 0  # a launcher runs once, in the parent process
         #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
         self.dist_facts: dict[str, bool] = {}
+        self.init_facts: dict[str, bool] = {}  # those an init_process_group arm gave
+        self.fact_reads: set[str] = set()  # keys asked of Analyzer.init_facts
         self.dist_depth = 0
         self.inits_pg = False  # an init_process_group (or a helper running one) was walked
         self.test_names: set[str] = set()  # names the if/while tests read (lint/quiet.py)
@@ -410,6 +412,7 @@ class Walker(CallMixin):
                 self.block(arm)
             if not inits and self.inits_pg and cm == ALL and not test.distflag and test.kind is None:
                 note_init(self.dist_facts, s.test, arm is s.body)  # `if cfg.enable_fsdp: setup()`
+                note_init(self.init_facts, s.test, arm is s.body)  # for the project (Analyzer.init_facts)
             self.one_guard -= one
             self.dist_depth -= in_dist
             if narrowing:
@@ -508,7 +511,7 @@ class Walker(CallMixin):
 
     def dist_fact(self, node: ast.expr) -> int:
         """1 when ``node`` is known true in every distributed run, -1 when known false, else 0."""
-        return fact_flag(self.dist_facts, node)
+        return known_flag(self, node)  # branches.py
 
     # -- results -----------------------------------------------------------------------------
     def return_val(self) -> Val:

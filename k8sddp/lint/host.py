@@ -28,6 +28,7 @@ class Host(Protocol):
     spawn_targets: set[str]
     class_attrs: dict[tuple[str, str], dict[str, Val]]
     module_env: dict[str, dict[str, Val]]
+    init_facts: dict[str, bool]
     #: per-node syntactic facts, computed once per lint run
     facts: NodeFacts
 
