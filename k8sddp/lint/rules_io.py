@@ -98,6 +98,15 @@ def _cli_local_rank(w: Walker, guard: ast.AST | None) -> str | None:
     return None
 
 
+def _param_flag(guard: ast.AST | None, params: tuple[str, ...]) -> bool:
+    """True for ``if is_best:`` (or ``if not flag:``) on a parameter: a flag the caller computed,
+    rank-dependent only as the call makes it."""
+    test = guard.test if isinstance(guard, (ast.If, ast.While)) else guard
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    return isinstance(test, ast.Name) and test.id in params
+
+
 def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | None = None,
              entry: bool = False, hook: bool = False) -> list[Raw]:
     """KDP504/506 findings of one walked function, called under ``ctx``.
@@ -114,6 +123,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     mod_path = w.mod.path
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
     runs_collectives = any(e.kind == "coll" for e in w.events)
+    summ = w.an.summaries.get(w.func.key)
+    at_calls = ctx.called and summ is not None and bool(summ.writes)  # its calls name this function's writes
     for e in w.events:
         if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None:
             continue
@@ -128,6 +139,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
             # judged at the call sites; with none in sight, a helper's path is its caller's
             # (an entry point that itself runs collectives, `main(output_dir)`, is judged here)
             continue
+        if how is None and at_calls and _param_flag(e.class_cause or e.cause, params):
+            continue  # apex's `if is_best: shutil.copyfile(...)` beside the torch.save its calls report
         ectx = unguarded if (how == "fixed" and ctx.called and unguarded is not None) else ctx
         mask = e.mask & ectx.mask
         many = e.many or ectx.many
