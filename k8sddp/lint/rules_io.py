@@ -67,11 +67,21 @@ def _uniform_alternative(w: Walker, guard: ast.AST | None) -> str | None:
     w.silent += 1
     try:
         for operand in guard.values:
-            if w.expr(operand).kind is None:
+            if w.expr(operand).kind is None and not _not_distributed(operand):
                 return cond_text(operand, 60)
     finally:
         w.silent -= 1
     return None
+
+
+def _not_distributed(test: ast.expr) -> bool:
+    """``local_rank == -1`` (``in [-1]``): the single-process run's test, not an alternative
+    true on every rank of a distributed one (transformers' ``TrainingArguments.local_rank`` is
+    read from ``LOCAL_RANK``; a ``--local_rank`` option torchrun leaves at -1 is
+    :func:`_cli_local_rank`'s case)."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+            and any(isinstance(c, ast.UnaryOp) and isinstance(c.op, ast.USub) and isinstance(c.operand, ast.Constant)
+                    and c.operand.value == 1 for c in (test.left, *test.comparators)))
 
 
 def _cli_local_rank(w: Walker, guard: ast.AST | None) -> str | None:

@@ -393,6 +393,27 @@ def test_kdp504_message_says_a_local_rank_option_is_every_rank_under_torchrun(
     assert "true on local rank 0 of every node:" in out and "torchrun" not in out
 
 
+def test_kdp504_message_reads_local_rank_minus_one_as_the_single_process_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """LLaVA's `trainer.args.local_rank == 0 or trainer.args.local_rank == -1`: transformers
+    reads LOCAL_RANK, so -1 is the single-process run, not "every rank under torchrun"."""
+    p = _write(tmp_path, "hf.py", textwrap.dedent("""\
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+
+        def save(trainer, weights):
+            dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=5))
+            if trainer.args.local_rank == 0 or trainer.args.local_rank == -1:
+                torch.save(weights, "/ckpt/mm_projector.bin")
+        """))
+    code, out, _ = _lint(capsys, str(p))
+    assert code == 1
+    assert "true on local rank 0 of every node:" in out and "torchrun" not in out
+
+
 def test_empty_or_closed_stdin_is_no_input_exit_2() -> None:
     """The contract: nothing on stdin for `-` is exit 2 ("no input"), so a pre-commit pipe whose
     producer failed does not pass as a clean lint."""
