@@ -122,6 +122,8 @@ class Analyzer:
         #: nested function key -> its closure's values where it is defined (lint/closures.py)
         self.closure_env: dict[str, dict[str, Val]] = {}
         self.spawn_targets: set[str] = set()
+        #: functions a launching project helper runs for its worker processes (run_passed)
+        self.launched: set[str] = set()
         self.walkers: dict[str, Walker] = {}
         self.facts = NodeFacts()
         self._ctx: dict[str, Context] = {}
@@ -466,8 +468,8 @@ class Analyzer:
         """True when no function calls ``f``: it is called from module code only
         (``if __name__ == "__main__": main(args)``), or not at all; and for the target of an
         ``mp.spawn`` (each worker's entry: StyleGAN2-ADA's ``subprocess_fn(rank, args, temp_dir)``,
-        also called directly for one GPU)."""
-        return f.key in self.spawn_targets or all(s.caller.endswith("::<module>") for s in self.callsites.get(f.key, []))
+        also called directly for one GPU) or of a project launcher (fairseq's ``call_main(cfg, main)``)."""
+        return f.key in self.spawn_targets or f.key in self.launched or all(s.caller.endswith("::<module>") for s in self.callsites.get(f.key, []))
 
     def unguarded_context(self, f: FuncInfo) -> Context:
         """Like :meth:`context`, over only the call sites with no rank guard of their own (the

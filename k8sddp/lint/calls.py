@@ -149,7 +149,7 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         if summ.writes and not (bound and self.an.overridden(f)):  # `self.save()` a subclass overrides: which runs?
             # module code calling a function that runs collectives: a training entry point
             # (`main(args)`), whose writes to paths built from its parameters are judged in it
-            entry = bool(summ.sig) and isinstance(self.func.node, ast.Module)
+            entry = bool(summ.sig) and (isinstance(self.func.node, ast.Module) or f.key in self.an.launched)
             self.call_writes(node, f, params, mapping, summ.writes, entry)
         self.inits_pg = self.inits_pg or summ.init_pg
         if summ.write0 and f.name != "save_on_master":  # that one is recorded by name

@@ -138,6 +138,8 @@ class ClosureMixin:
             target, bound = self.resolve_target(arg)
             if target is None or target is f:
                 continue
+            if f.launches:  # fairseq's call_main(cfg, main) spawns the workers that run main
+                self.an.launched.add(target.key)
             saved = self.mask, self.many
             self.mask &= mask
             if many and self.many is None:

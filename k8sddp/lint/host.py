@@ -29,6 +29,7 @@ class Host(Protocol):
     class_attrs: dict[tuple[str, str], dict[str, Val]]
     module_env: dict[str, dict[str, Val]]
     init_facts: dict[str, bool]
+    launched: set[str]
     #: per-node syntactic facts, computed once per lint run
     facts: NodeFacts
 

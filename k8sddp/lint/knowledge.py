@@ -199,7 +199,7 @@ RANK_FUNCTIONS: dict[str, str] = {
 #: Lightning Trainer/Fabric/LightningModule, transformers TrainingArguments, argparse idioms).
 RANK_ATTRIBUTES: dict[str, str] = {
     "rank": "rank", "global_rank": "rank", "process_index": "rank", "local_rank": "local",
-    "local_process_index": "local",
+    "local_process_index": "local", "RANK": "rank", "LOCAL_RANK": "local",  # yacs configs: cfg.RANK
     # the node's index: true on every process of that node (`args.nr` of the widely copied DDP
     # tutorial, `rank = args.nr * args.gpus + gpu`; Accelerate's machine_rank; torchrun's group rank)
     "node_rank": "other", "nr": "other", "node_id": "other", "machine_rank": "other", "group_rank": "other",
@@ -281,6 +281,10 @@ WRITE_CALLS: dict[str, tuple[int, str]] = {
     "safetensors.torch.save_file": (1, "filename"), "torch.jit.save": (1, "f"),
     "shutil.copy": (1, "dst"), "shutil.copy2": (1, "dst"), "shutil.copyfile": (1, "dst"), "shutil.move": (1, "dst"),
     "shutil.copytree": (1, "dst"),
+    # samples and logs (F5-TTS's torchaudio.save, FourCastNet's save_image, fairseq's log file)
+    "torchaudio.save": (0, "uri"), "soundfile.write": (0, "file"), "scipy.io.wavfile.write": (0, "filename"),
+    "torchvision.utils.save_image": (1, "fp"), "cv2.imwrite": (0, "filename"), "imageio.imwrite": (0, "uri"),
+    "logging.FileHandler": (0, "filename"),
 }
 #: Writers that are safe on every rank: they save on the main process only
 #: (torchvision references utils.save_on_master, accelerate Accelerator.save,
