@@ -19,6 +19,7 @@ from .analyzer import Context
 from .events import Event, Raw, at, cond_text, delegated, is_checkpoint
 from .flow import Walker
 from .scopes import exclusive_arms
+from .treewalk import walk_lean
 from .values import ALL, LZ, Z
 
 __all__ = ["check_io"]
@@ -108,6 +109,31 @@ def _cli_local_rank(w: Walker, guard: ast.AST | None) -> str | None:
     return None
 
 
+def _rank_zero_apart(w: Walker, path: ast.expr | None) -> bool:
+    """True when ``path`` is built from a name bound to ``a if <rank-0 test> else b`` (ScaledYOLOv4's ``log_dir = Path(tb_writer.log_dir) if
+    tb_writer else Path(opt.logdir) / 'evolve'``): rank 0 writes its own file, but every other
+    rank writes the one ``b`` names (``b`` alike on every rank), so the name is not per rank."""
+    todo: list[tuple[ast.expr | None, int]] = [(path, 0)]
+    seen: set[str] = set()
+    w.silent += 1
+    try:
+        while todo:
+            node, depth = todo.pop()
+            for n in walk_lean(node) if node is not None else ():
+                if not isinstance(n, ast.Name) or n.id in seen or (src := w.sources.get(n.id)) is None:
+                    continue
+                seen.add(n.id)
+                if isinstance(src, ast.IfExp) and (kind := w.expr(src.test).kind) in ("zero", "lzero", "nzero", "nlzero"):
+                    shared = src.orelse if kind in ("zero", "lzero") else src.body  # the arm the other ranks take
+                    if w.expr(shared).kind is None:
+                        return True
+                if depth < 2:  # `results_file = str(log_dir / 'results.txt')`
+                    todo.append((src, depth + 1))
+    finally:
+        w.silent -= 1
+    return False
+
+
 def _param_flag(guard: ast.AST | None, params: tuple[str, ...]) -> bool:
     """True for ``if is_best:`` (or ``if not flag:``) on a parameter: a flag the caller computed,
     rank-dependent only as the call makes it."""
@@ -157,7 +183,8 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         if mask in (0, Z) or e.one:
             continue  # nobody, or one rank alone (a subset of it is still one rank)
         pv = e.path_val
-        if pv is not None and (pv.kind in _PER_RANK or pv.kind in ("local", "modrank") and _node_local(e.path)):
+        if pv is not None and (pv.kind in _PER_RANK or pv.kind in ("local", "modrank") and _node_local(e.path)) \
+                and not _rank_zero_apart(w, e.path):
             continue
         if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
             continue
