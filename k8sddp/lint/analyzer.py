@@ -22,9 +22,10 @@ from .closures import closure_val
 from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
 from .flow import Walker
 from .keyed import join_keys
+from .lookups import LookupMixin
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
-from .scopes import NodeFacts, global_names, local_names, loop_carried, pg_rank_params
+from .scopes import NodeFacts, local_names, loop_carried
 from .values import ALL, LZ, UNIFORM, Val, Z, join, join_items
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
@@ -109,7 +110,7 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     return tuple(out[:16])
 
 
-class Analyzer:
+class Analyzer(LookupMixin):
     """Runs the rounds over a :class:`~k8sddp.lint.project.Project`."""
 
     def __init__(self, project: Project) -> None:
@@ -128,12 +129,10 @@ class Analyzer:
         self.facts = NodeFacts()
         self._ctx: dict[str, Context] = {}
         self._locals: dict[str, set[str]] = {}
-        self._globals: dict[str, frozenset[str]] = {}
-        self._pg_rank: dict[str, frozenset[str]] = {}
-        self._overridden: dict[str, bool] = {}
         #: :func:`~k8sddp.lint.branches.fact_key` text -> truth, for the flags some function
         #: initialises the process group under (``if train_config.enable_fsdp: setup()``)
         self.init_facts: dict[str, bool] = {}
+        LookupMixin.__init__(self)
         self._carried: dict[int, bool] = {}
         self._tests: dict[str, dict[int, list[tuple[ast.expr, bool]]]] = {}
         #: functions skipped because their expressions nest too deeply to walk
@@ -152,31 +151,6 @@ class Analyzer:
         if f.key not in self._locals:
             self._locals[f.key] = local_names(f.node)
         return self._locals[f.key]
-
-    def overridden(self, f: FuncInfo) -> bool:
-        """True when a project class derived from ``f``'s class defines a method of ``f``'s name
-        (cached): ``self.save()`` in DPO's ``BasicTrainer.train`` runs ``FSDPTrainer.save``, which
-        writes on rank 0 only, on the multi-GPU runs. The call's writes are then left to the
-        methods themselves."""
-        if f.key not in self._overridden:
-            self._overridden[f.key] = bool(f.cls) and any(
-                f.cls in {b.split(".")[-1] for b in bases} and f.name in mod.classes.get(cname, {})
-                for mod in self.all_modules() for cname, bases in mod.class_bases.items())
-        return self._overridden[f.key]
-
-    def pg_rank_params(self, f: FuncInfo) -> frozenset[str]:
-        """The parameters of ``f`` it passes as ``rank=`` to ``init_process_group`` (cached):
-        diffwave's ``train_distributed(replica_id, ...)``, spawned from a ``__main__.py`` that
-        linting ``learner.py`` does not read, is given its rank that way."""
-        if f.key not in self._pg_rank:
-            self._pg_rank[f.key] = pg_rank_params(f.node)
-        return self._pg_rank[f.key]
-
-    def global_names(self, f: FuncInfo) -> frozenset[str]:
-        """The names ``f`` declares ``global`` (cached): its stores to them are module globals."""
-        if f.key not in self._globals:
-            self._globals[f.key] = global_names(f.node) if not isinstance(f.node, ast.Module) else frozenset()
-        return self._globals[f.key]
 
     # -- facts the walker asks for ---------------------------------------------------------
     def decorators(self, f: FuncInfo) -> list[str]:

@@ -202,6 +202,19 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             finally:
                 self.mask, self.many = saved
 
+    def duck_writes(self, node: ast.Call, m: FuncInfo, args: list[Val], kws: dict[str | None, Val]) -> None:
+        """``x.name(path)`` on a receiver of unknown class, where one project class alone defines
+        a method ``name`` (``m``) that writes the path passed to it (TinyBERT's
+        ``model_to_save.config.to_json_file(output_config_file)``): that write, judged here."""
+        summ = self.an.summaries.get(m.key)
+        writes = tuple(ws for ws in summ.writes if ws.param is not None) if summ is not None else ()
+        if not writes:
+            return
+        params = list(m.params[1:]) if m.cls and m.params else list(m.params)
+        mapping = {p: v for p, v in zip(params, args, strict=False)}
+        mapping.update((k, v) for k, v in kws.items() if k is not None)
+        self.call_writes(node, m, params, mapping, writes)
+
     # -- the dispatcher ----------------------------------------------------------------------
     def call(self, node: ast.Call) -> Val:
         """Evaluate a call; see the module docstring for the order of the cases."""
@@ -227,6 +240,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         args = [self.expr(a) for a in node.args]
         kws = {k.arg: self.expr(k.value) for k in node.keywords}
         every = join(*args, *kws.values()) if (args or kws) else UNIFORM
+        if isinstance(func, ast.Attribute) and (m := self.an.unique_method(func.attr)) is not None:
+            self.duck_writes(node, m, args, kws)  # `model.config.to_json_file(path)`
         q = self._dotted(func) or ""
         q = self.fn_alias.get(q, q)
         last = _terminal(func)

@@ -41,6 +41,10 @@ class Host(Protocol):
         """The names ``f`` binds locally (assigned, parameters, loop targets)."""
         ...
 
+    def unique_method(self, name: str) -> FuncInfo | None:
+        """The method ``name`` when exactly one project class defines it."""
+        ...
+
     def overridden(self, f: FuncInfo) -> bool:
         """True when a project subclass of ``f``'s class defines a method of ``f``'s name."""
         ...

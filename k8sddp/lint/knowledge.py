@@ -273,6 +273,13 @@ SPAWN_FUNCTIONS: frozenset[str] = frozenset(
      "start_processes", "xmp.spawn"}
 )
 
+#: Method names too common to stand for one project class's method when the receiver's class is
+#: unknown (:meth:`k8sddp.lint.analyzer.Analyzer.unique_method`): library objects have them too.
+COMMON_METHODS: frozenset[str] = frozenset(
+    {"save", "load", "write", "open", "close", "update", "step", "train", "eval", "forward", "run", "log",
+     "add", "get", "put", "append", "extend", "save_pretrained", "from_pretrained", "to", "cuda", "state_dict",
+     "load_state_dict", "save_checkpoint", "load_checkpoint", "dump", "save_state", "flush", "info"})
+
 # -- IO -------------------------------------------------------------------------------------
 #: Writers whose path is the argument at the given index (or keyword).
 WRITE_CALLS: dict[str, tuple[int, str]] = {
