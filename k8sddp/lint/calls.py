@@ -311,7 +311,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
                 return Val(rank="lzero")  # timm: is_primary(args, local=True)
             return Val(rank=K.RANK_FUNCTIONS[last])
         if last in K.UNIFORM_FUNCTIONS:
-            if last in ("is_initialized", "is_dist_avail_and_initialized", "is_torchelastic_launched"):
+            if last in ("is_initialized", "is_dist_avail_and_initialized", "is_torchelastic_launched") or (
+                    last == "is_available" and is_torch_dist):  # ANCE's `not dist.is_available() or ...`
                 return Val(distflag=1)
             return UNIFORM
         # torch.distributed collectives and point-to-point receives

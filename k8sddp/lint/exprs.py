@@ -269,6 +269,10 @@ class ExprEval(abc.ABC):
         kinds = {k for k in (a.kind, b.kind) if k}
         if not kinds:
             return out
+        if (isinstance(node.op, ast.Add) and kinds in ({"other", "rank"}, {"other", "local"})
+                and any(isinstance(o, ast.BinOp) and isinstance(o.op, ast.Mult) and v.kind == "other"
+                        for o, v in ((node.left, a), (node.right, b)))):
+            return out.with_kind("rank")  # `node_rank * ngpus_per_node + gpu`: the global rank (MedSAM)
         if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)) and kinds <= {"rank", "local"}:
             return out.with_kind("rank" if ("rank" in kinds or (a.kind and b.kind)) else "local")
         if isinstance(node.op, ast.Mod) and kinds <= {"rank", "local"}:

@@ -181,7 +181,7 @@ def _check_set_epoch(
         if name:
             names |= {ln for ln, call in loaders.items() if any(
                 k.arg == "sampler" and ast.unparse(k.value) == name for k in call.keywords)}
-        label = " ".join([*names, ast.unparse(node.args[0]) if node.args else ""]).lower()
+        label = " ".join([*names, ast.unparse(node.args[0]) if node.args else "", _enclosing_def(node, parents)]).lower()
         if any(re.search(rf"(^|[^a-z]){w}", label) for w in _EVAL_WORDS):
             continue
         esc = escape_of(node, _kw(node, "shuffle", 3), names, parents)
@@ -193,11 +193,24 @@ def _check_set_epoch(
             continue
         if not names or (shuffle := _kw(node, "shuffle", 3)) is not None and not _is_const(shuffle, True):
             continue
+        held = holder or (name and any(isinstance(k, ast.keyword) and k.arg == "sampler" and isinstance(k.value, ast.Name)
+                                       and k.value.id == name for k in mod.nodes()))
+        if held and any(r.endswith(".sampler") for r in receivers):
+            continue  # a loader holds it, and the module sets the epoch through some loader's .sampler
         if not _sets_epoch(mod, project, names, receivers):
             out.append(at("KDP509", node,
                           f"DistributedSampler `{name or holder}` shuffles, but no epoch loop calls "
                           "set_epoch(epoch) on it: every epoch sees the same order"))
     return out
+
+
+def _enclosing_def(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:
+    """The name of the function ``node`` is in (``get_valid_dataloader``: an evaluation
+    sampler, as its name says), or ``""``."""
+    p = parents.get(node)
+    while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        p = parents.get(p)
+    return p.name if p is not None else ""
 
 
 def _epoch_receivers(mod: Module) -> set[str]:
@@ -224,15 +237,25 @@ def _passed_to_set_epoch(mod: Module, project: Project, names: set[str]) -> bool
     to a project class one of whose methods does (the multinode tutorial's ``Trainer(loader)``
     stores it as ``self.train_data`` and calls ``self.train_data.sampler.set_epoch(epoch)``)."""
     for node in mod.nodes():
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):  # `tools.train(..., train_sampler=...)`
+            target = project.resolve_module_alias(mod, func.value.id)
+            f = project.resolve_function(target, func.attr) if target is not None else None
+            passed = [ast.unparse(a) for a in node.args] + [ast.unparse(k.value) for k in node.keywords]
+            if f is not None and set(passed) & names and _calls_set_epoch(f.node):
+                return True
+            continue
+        if not isinstance(func, ast.Name):
             continue
         passed = [ast.unparse(a) for a in node.args] + [ast.unparse(k.value) for k in node.keywords]
         if not set(passed) & names:
             continue
-        f = project.resolve_function(mod, node.func.id)
+        f = project.resolve_function(mod, func.id)
         if f is not None and _calls_set_epoch(f.node):
             return True
-        cls = project.resolve_class(mod, node.func.id) if f is None else None
+        cls = project.resolve_class(mod, func.id) if f is None else None
         if cls is not None and any(_calls_set_epoch(m.node) for m in cls[0].classes[cls[1]].values()):
             return True
     return False
