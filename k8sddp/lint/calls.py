@@ -288,7 +288,7 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         # environment reads
         if q in ("os.environ.get", "os.getenv", "os.environ.setdefault") and node.args:
             return self.env_read(node.args[0])
-        if q in K.UNIQUE_PER_PROCESS:  # differs on every rank
+        if q in K.UNIQUE_PER_PROCESS or last in ("uuid4", "uuid1"):  # differs on every rank (lhotse.utils.uuid4 too)
             return Val(rank="other")
         if q in K.CLOCK_READS:  # per-rank data: each rank reads its own clock (a name built from it is not per rank)
             return Val(ddp_out=True)

@@ -187,8 +187,11 @@ class ExprEval(abc.ABC):
                 return UNIFORM
             return self.global_val(key)
         head, _, rest = key.partition(".")
-        if head == "self" and rest.count(".") <= 1:  # self.x, and self.cfg.x (se3-diffusion's ckpt_dir)
+        if head == "self" and "." not in rest:
             return self.class_attr(rest)
+        if head == "self" and rest.count(".") == 1:  # self.cfg.x (se3-diffusion's ckpt_dir), when it says more
+            found = self.class_attr(rest)         # than the attribute's own name (`self.args.rank = -1`)
+            return found if found is not None and found != UNIFORM else None
         if head not in self.locals_ and "." not in rest:
             g = self.global_val(key)
             if g is not UNIFORM:
