@@ -291,7 +291,7 @@ WRITE_CALLS: dict[str, tuple[int, str]] = {
     # samples and logs (F5-TTS's torchaudio.save, FourCastNet's save_image, fairseq's log file)
     "torchaudio.save": (0, "uri"), "soundfile.write": (0, "file"), "scipy.io.wavfile.write": (0, "filename"),
     "torchvision.utils.save_image": (1, "fp"), "cv2.imwrite": (0, "filename"), "imageio.imwrite": (0, "uri"),
-    "logging.FileHandler": (0, "filename"),
+    "logging.FileHandler": (0, "filename"), "matplotlib.pyplot.savefig": (0, "fname"),
 }
 #: Writers that are safe on every rank: they save on the main process only
 #: (torchvision references utils.save_on_master, accelerate Accelerator.save,
@@ -329,7 +329,7 @@ GPU_MARKERS: tuple[str, ...] = ("cuda", "nccl", "accelerate", "Accelerator", "de
 #: DataLoader and passes it every argument).
 DATALOADER_DROP_INS = frozenset({"DataLoader", "StatefulDataLoader", "MultiEpochsDataLoader", "WebLoader"})
 #: Modules those drop-ins come from (the qualified name's prefix).
-DATALOADER_MODULES: tuple[str, ...] = ("torch.utils.data", "torchdata", "timm", "webdataset")
+DATALOADER_MODULES: tuple[str, ...] = ("torch.utils.data", "torchdata", "timm", "webdataset", "torch_geometric")
 #: Framework process-group setup whose default timeout is explicit in the framework (1800 s):
 #: deepspeed.init_distributed (deepspeed/comm/comm.py timeout=default_pg_timeout, 30 min) and
 #: Lightning's strategies (lightning/fabric/plugins/collectives/torch_collective.py

@@ -135,7 +135,8 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "backend's hidden default (10 min NCCL, 30 min gloo) before a hang fails; "
                               "pass timeout=datetime.timedelta(seconds=...) (K8SDDP_PG_TIMEOUT_SECONDS, "
                               "default 1800)", fix=("timeout", node)))
-        elif last in K.DATALOADER_DROP_INS and (q == last or q.startswith(K.DATALOADER_MODULES)):
+        elif last in K.DATALOADER_DROP_INS and (q == last or q.startswith(K.DATALOADER_MODULES)
+                                                or "torch_geometric" in q.split(".")):  # mace vendors PyG's loader
             name = _assigned_name(node, parents)
             if name:
                 loaders[name] = node
