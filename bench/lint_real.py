@@ -223,7 +223,8 @@ def main() -> int:
               "fresh9": "held back, ninth batch (repositories the labellers chose, labelled by them, linted once at the end)",
               "fresh10": "held back, tenth batch (four labellers, four domains, linted once at the end)",
               "fresh11": "held back, eleventh batch (four more labellers, labelled from the rules after this session's changes)",
-              "fresh12": "held back, twelfth batch (four more labellers, four more domains, linted once at the end)"}
+              "fresh12": "held back, twelfth batch (four more labellers, four more domains, linted once at the end)",
+              "fresh13": "held back, thirteenth batch (four more labellers, four more domains, linted first by fedf9b7)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
