@@ -19,7 +19,15 @@ from typing import TypeVar
 from . import knowledge as K
 from .calls_io import is_display_item, keep_display_items
 from .closures import closure_val
-from .events import Event, Summary, WriteSum, delegated, is_checkpoint, rank0_checkpoint
+from .events import (
+    Event,
+    Summary,
+    WriteSum,
+    delegated,
+    forward_params,
+    is_checkpoint,
+    rank0_checkpoint,
+)
 from .flow import Walker
 from .keyed import join_keys
 from .lookups import LookupMixin
@@ -105,8 +113,9 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
         fenced = e.fenced or any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops))
                                  for c in w.events)
         val = e.path_val if how == "derived" else None
-        out.append(WriteSum(param, e.mask, e.many is not None, what, e.line, e.path, w.mod.path, fenced, val,
-                            is_checkpoint(e)))
+        # under `dist.get_rank() == rank` with a uniform `rank` (save_rank(..., rank=0)): one rank, as rank 0
+        mask, many = (e.mask & Z, False) if e.one else (e.mask, e.many is not None)
+        out.append(WriteSum(param, mask, many, what, e.line, e.path, w.mod.path, fenced, val, is_checkpoint(e)))
     return tuple(out[:16])
 
 
@@ -337,6 +346,7 @@ class Analyzer(LookupMixin):
                     ret_by=w.ret_case if len(w.returns) == 1 else None,
                     init_pg=w.inits_pg,
                     runs=tuple(w.param_runs[:8]),
+                    fwd_via=forward_params(colls),
                 )
                 if self.summaries.get(f.key) != summ:
                     changed_summaries.add(f.key)

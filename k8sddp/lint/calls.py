@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .calls_io import arg_of as _arg
-from .calls_io import display_items, ranked_attrs
+from .calls_io import display_items, rank_defaults, ranked_attrs
 from .calls_io import terminal as _terminal
 from .closures import RAN, ClosureMixin, closure_mapping
 from .collectives import CollectiveMixin
@@ -125,6 +125,7 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             v = self.expr(k.value)
             if k.arg is not None:
                 mapping[k.arg] = v
+        mapping.update(rank_defaults(node, f.node, params, set(mapping)))  # `save_rank(text, path)`, rank=0
         mapping.update(ranked_attrs(self.env, node, params))  # `args.save_logs = is_master(args)`
         mapping.update(display_items(self.expr, node, params))  # `train(rank, [net_g, net_d], ...)`
         if f.parent is not None:  # a nested function: what this caller binds of its closure
@@ -137,11 +138,16 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             mapping = {**mapping, **self.run_passed(node, f, params, summ)}
         args = call_args(node, f.node, params) if summ.sig or summ.ret_by is not None else {}
         off = bool(summ.quiet) and quiet_call(summ.quiet, args)  # `create_dataloader(rank=-1)`
+        via: frozenset[str] = frozenset()
+        if summ.fwd_via is not None:  # forwards of the models passed in: `evaluate(model.module)` runs none
+            held = [p for p in summ.fwd_via if p in mapping and (mapping[p].wrapped or mapping[p].fw)]
+            off = off or not held
+            via = self.param_names(*(_arg(node, params.index(p), p) if p in params else None for p in held))
         if summ.sig and not off and not self.an.is_rank_zero_only(f):
             desc, line = summ.first
             where = f" at line {line}" if f.module is self.mod else f" ({f.module.path}:{line})"
             self.emit("coll", "+".join(summ.sig), node, detail=f"{shown(f)}(), which runs {desc}{where}",
-                      callee=f.key, callee_args=tuple(args.items()))
+                      callee=f.key, callee_args=tuple(args.items()), via=via)
         for p in summ.reads:
             arg = _arg(node, params.index(p), p) if p in params else None
             if arg is not None:
@@ -202,10 +208,19 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             finally:
                 self.mask, self.many = saved
 
+    def param_names(self, *nodes: ast.expr | None) -> frozenset[str]:
+        """The parameters of this function that ``nodes`` are, when each is one by name (the models
+        a forward runs through: :attr:`~k8sddp.lint.events.Event.via`), else the empty set."""
+        if not nodes or not all(isinstance(n, ast.Name) and n.id in self.func.params for n in nodes):
+            return frozenset()
+        return frozenset(n.id for n in nodes if isinstance(n, ast.Name))
+
     def duck_writes(self, node: ast.Call, m: FuncInfo, args: list[Val], kws: dict[str | None, Val]) -> None:
         """``x.name(path)`` on a receiver of unknown class, where one project class alone defines
         a method ``name`` (``m``) that writes the path passed to it (TinyBERT's
-        ``model_to_save.config.to_json_file(output_config_file)``): that write, judged here."""
+        ``model_to_save.config.to_json_file(output_config_file)``): that write, judged here. Not
+        for a receiver built from a project class that lacks ``name`` (a ``__getattr__`` proxy
+        such as physicsnemo's ``RankZeroLoggingWrapper``, which runs the method on rank 0 only)."""
         summ = self.an.summaries.get(m.key)
         writes = tuple(ws for ws in summ.writes if ws.param is not None) if summ is not None else ()
         if not writes:
@@ -240,8 +255,9 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         args = [self.expr(a) for a in node.args]
         kws = {k.arg: self.expr(k.value) for k in node.keywords}
         every = join(*args, *kws.values()) if (args or kws) else UNIFORM
-        if isinstance(func, ast.Attribute) and (m := self.an.unique_method(func.attr)) is not None:
-            self.duck_writes(node, m, args, kws)  # `model.config.to_json_file(path)`
+        if (isinstance(func, ast.Attribute) and not (isinstance(recv_node, ast.Name) and recv_node.id in self.instances)
+                and (m := self.an.unique_method(func.attr)) is not None):  # (a receiver of a known project class
+            self.duck_writes(node, m, args, kws)  # lacks it: a __getattr__ proxy) `model.config.to_json_file(path)`
         q = self._dotted(func) or ""
         q = self.fn_alias.get(q, q)
         last = _terminal(func)
@@ -360,11 +376,13 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             return args[0]
         # forward through a wrapped model
         if callee_val is not None and callee_val.wrapped:
-            self.emit("coll", "forward", node, detail=f"a forward through the {callee_val.wrapped.upper()}-wrapped model `{ast.unparse(node.func)}`")
+            self.emit("coll", "forward", node, detail=f"a forward through the {callee_val.wrapped.upper()}-wrapped "
+                      f"model `{ast.unparse(node.func)}`", via=self.param_names(node.func))
             return Val(ddp_out=True)
         if recv is not None and recv.wrapped:
             if last == "forward":
-                self.emit("coll", "forward", node, detail=f"a forward through the {recv.wrapped.upper()}-wrapped model")
+                self.emit("coll", "forward", node, detail=f"a forward through the {recv.wrapped.upper()}-wrapped model",
+                          via=self.param_names(recv_node))
                 return Val(ddp_out=True)
             if recv.wrapped == "fsdp" and last in K.FSDP_COLLECTIVE_METHODS:
                 self.emit("coll", "fsdp." + last, node, detail=f"FSDP {last}() (it all-gathers the shards)")
@@ -395,6 +413,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             self.emit("coll", op, node, detail=f"{recv_text}.{last}()")
             if last in ("prepare", "setup"):
                 return Val(wrapped="ddp") if len(node.args) == 1 and _model_like(node.args[0]) else UNIFORM
+            if last in ("setup_module", "prepare_model"):  # a model alone: Fabric's strategy / Accelerate's DDP
+                return Val(wrapped="ddp") if node.args else UNIFORM
             return UNIFORM
         if isinstance(recv_node, ast.Name) and recv_node.id == "self" and self.an.is_lightning(self.func):
             if last == "all_gather":

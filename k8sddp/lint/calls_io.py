@@ -17,7 +17,7 @@ from .values import UNIFORM, Val, join
 if TYPE_CHECKING:
     from .project import FuncInfo
 
-__all__ = ["IOMixin", "arg_of", "terminal"]
+__all__ = ["IOMixin", "arg_of", "rank_defaults", "terminal"]
 
 
 def terminal(node: ast.expr) -> str:
@@ -55,6 +55,42 @@ def ranked_attrs(env: dict[str, Val], node: ast.Call, params: list[str]) -> dict
         if base in passed and "." not in attr:
             out[f"{passed[base]}{sep}{attr}"] = v  # `args.save_logs`, `config['output_path']`
     return out
+
+
+def rank_defaults(node: ast.Call, func: ast.AST, params: list[str], bound: set[str]) -> dict[str, Val]:
+    """Values for the rank-named parameters (:data:`~k8sddp.lint.knowledge.RANK_PARAMS`) that call
+    ``node`` leaves out (``bound``: the ones it passes). A parameter the body compares with the
+    process's own rank (``def save_rank(text, path, rank=0)``: ``if dist.get_rank() == rank:``) is
+    the target rank, not this process's: left at a literal number, it is that number on every rank.
+    Any other rank-named parameter left out keeps the seed its name gives it (stylegan2-pytorch's
+    ``Trainer(rank=0)`` default is the process's rank, passed by a launcher not linted). After a
+    ``*args``/``**kwargs`` spread the call may pass it: the name's own seed too."""
+    spread = any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords)
+    out: dict[str, Val] = {}
+    for p in params:
+        if p in bound or p not in K.RANK_PARAMS:
+            continue
+        if spread:
+            out[p] = Val(prank=K.RANK_PARAMS[p])
+            continue
+        d = param_default(func, p)
+        if isinstance(d, ast.UnaryOp) and isinstance(d.op, ast.USub):
+            d = d.operand
+        if isinstance(d, ast.Constant) and isinstance(d.value, int) and not isinstance(d.value, bool) \
+                and _compared_with_rank(func, p):
+            out[p] = UNIFORM
+    return out
+
+
+def _compared_with_rank(func: ast.AST, param: str) -> bool:
+    """Whether ``func`` compares ``param`` with a rank call (``dist.get_rank() == rank``)."""
+    for n in ast.walk(func):
+        if isinstance(n, ast.Compare) and len(n.comparators) == 1:
+            sides = (n.left, n.comparators[0])
+            if any(isinstance(x, ast.Name) and x.id == param for x in sides) and any(
+                    isinstance(x, ast.Call) and terminal(x.func) in K.RANK_FUNCTIONS for x in sides):
+                return True
+    return False
 
 
 def display_items(expr: Callable[[ast.expr], Val], node: ast.Call, params: list[str]) -> dict[str, Val]:

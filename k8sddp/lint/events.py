@@ -49,6 +49,9 @@ class Event:
             ``save_model_checkpoint``: rank-0 ``torch.save``, then ``fabric.barrier()``).
         ckpt: for ``cwrite``, the write inside the callee is a checkpoint write
             (:func:`is_checkpoint`), not a text file such as a saved config.
+        via: for a collective that is only forwards through models the function's parameters
+            hold (``def evaluate(model): model(x)``), those parameters: a call passing an
+            unwrapped model for each (``evaluate(model.module)``) runs no collective.
     """
 
     kind: str
@@ -72,6 +75,7 @@ class Event:
     callee_args: tuple[tuple[str, ast.expr | None], ...] = ()
     fenced: bool = False
     ckpt: bool = False
+    via: frozenset[str] = frozenset()
 
     @property
     def line(self) -> int:
@@ -165,6 +169,8 @@ class Summary:
         runs: the parameters it calls (``def gpu_timer(closure): return closure()``), each with
             the classes that call it and whether under a condition of unknown shape: a call
             passing a project function for one runs that function (:mod:`k8sddp.lint.closures`).
+        fwd_via: when every collective it runs is a forward through a model one of its
+            parameters holds (:attr:`Event.via`), those parameters; ``None`` otherwise.
     """
 
     ret: Val = dataclasses.field(default_factory=Val)
@@ -179,6 +185,14 @@ class Summary:
     ret_items: tuple[Val, ...] | None = None
     ret_keys: tuple[tuple[str, Val], ...] | None = None
     runs: tuple[tuple[str, int, bool], ...] = ()
+    fwd_via: frozenset[str] | None = None
+
+
+def forward_params(colls: list[Event]) -> frozenset[str] | None:
+    """:attr:`Summary.fwd_via` of a function whose collective events are ``colls``."""
+    if not colls or not all(e.via for e in colls):
+        return None
+    return frozenset().union(*(e.via for e in colls))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -296,6 +296,13 @@ class ExprEval(abc.ABC):
         out = join(*vals).data_only()
         ranked = [v for v in vals if v.kind]
         if not ranked:
+            # `args.local_rank == -1 and args.evaluate_during_training`: false in every distributed run
+            flags = [v.distflag for v in vals]
+            stop = -1 if isinstance(node.op, ast.And) else 1
+            if stop in flags:
+                return dataclasses.replace(out, distflag=stop)
+            if all(f == -stop for f in flags):
+                return dataclasses.replace(out, distflag=-stop)
             return out
         if isinstance(node.op, ast.And) and len(ranked) == 1 and ranked[0].kind == "one":
             return dataclasses.replace(out.with_kind("one"), partial=True)
@@ -312,6 +319,8 @@ class ExprEval(abc.ABC):
                     m |= MANY if v.partial else classes_of(truth_kind(v.kind))
                 neg = kind_of_mask(~m & ALL) if m not in (MANY, ALL) else None
                 return dataclasses.replace(out.with_kind("other"), nkind=neg if neg != "other" else None)
+            if len(ranked) == 1:  # `not dist.is_initialized() or dist.get_rank() == rank`: the rank test alone
+                return dataclasses.replace(out.with_kind(ranked[0].kind), partial=ranked[0].partial)
         masks = [classes_of(truth_kind(v.kind)) for v in ranked]
         if isinstance(node.op, ast.And):
             known = [m for m in masks if m != MANY]

@@ -115,6 +115,7 @@ class Walker(CallMixin):
         self.last_exit: ast.AST | None = None
         self.partial_guard = False
         self.one_guard = 1 if func.launches else 0  # a launcher runs once, in the parent process
+        self.solo = 0  # depth of the arms no distributed run takes (`if args.local_rank == -1 and ...:`)
         #: flags asserted inside branches only distributed runs take (:mod:`k8sddp.lint.branches`)
         self.dist_facts: dict[str, bool] = {}
         self.init_facts: dict[str, bool] = {}  # those an init_process_group arm gave
@@ -203,8 +204,8 @@ class Walker(CallMixin):
     # -- events ------------------------------------------------------------------------------
     def emit(self, kind: str, op: str, node: ast.AST, **kw: object) -> None:
         """Record an event at the current position (nothing while pre-walking a loop)."""
-        if self.silent or (self.mask == 0 and self.many is None):
-            return
+        if self.silent or (self.mask == 0 and self.many is None) or self.solo:
+            return  # (one process runs a single-process arm: nothing there can fall out of step)
         names: set[str] = set()
         for g in self.guards:
             names |= self.an.facts.guard_names(g)
@@ -293,8 +294,7 @@ class Walker(CallMixin):
     def _s_Expr(self, s: ast.Expr) -> None:
         v = s.value
         if isinstance(v, ast.Call) and self._dotted(v.func) in _EXIT_FUNCS:
-            for a in v.args:
-                self.expr(a)
+            [self.expr(a) for a in v.args]
             self.exit(s, "sys.exit")
             return
         self.expr(v)
@@ -390,8 +390,8 @@ class Walker(CallMixin):
             one = test.kind == "one" and arm is s.body
             # the arm only a run without distribution takes: one process runs it
             in_dist = bool(test.distflag) and cm == ALL and (arm is s.body) == (test.distflag > 0)
-            one = one or (bool(test.distflag) and cm == ALL and not in_dist) or single_process_arm(self, arm, cm)
-            self.dist_depth += in_dist
+            solo = (bool(test.distflag) and cm == ALL and not in_dist) or single_process_arm(self, arm, cm)
+            one, self.dist_depth, self.solo = one or solo, self.dist_depth + in_dist, self.solo + solo
             self.restore(before)
             unwrap_arm(self.env, s.test, arm is s.body)  # `if hasattr(g, "module"): g.module(x) else: g(x)`
             negated = else_narrow and arm is s.orelse
@@ -414,7 +414,7 @@ class Walker(CallMixin):
                 note_init(self.dist_facts, s.test, arm is s.body)  # `if cfg.enable_fsdp: setup()`
                 note_init(self.init_facts, s.test, arm is s.body)  # for the project (Analyzer.init_facts)
             self.one_guard -= one
-            self.dist_depth -= in_dist
+            self.dist_depth, self.solo = self.dist_depth - in_dist, self.solo - solo
             if narrowing:
                 self.class_guards.pop()
             if ranked:

@@ -110,11 +110,11 @@ FSDP_COLLECTIVE_METHODS: frozenset[str] = frozenset(
 FRAMEWORK_COLLECTIVES: dict[str, frozenset[str]] = {
     "accelerator": frozenset(
         {"wait_for_everyone", "gather", "gather_for_metrics", "reduce", "pad_across_processes",
-         "backward", "save_state", "load_state", "prepare", "clip_grad_norm_"}
+         "backward", "save_state", "load_state", "prepare", "prepare_model", "clip_grad_norm_"}
     ),
     "fabric": frozenset(
         {"barrier", "broadcast", "all_gather", "all_reduce", "save", "load", "backward", "setup",
-         "clip_gradients"}
+         "setup_module", "clip_gradients"}
     ),
     # Lightning's Trainer (fit/validate/test/predict, save_checkpoint) and transformers' Trainer
     # (train and evaluate run the DDP loop and gather metrics: transformers/trainer.py)
@@ -194,6 +194,13 @@ RANK_FUNCTIONS: dict[str, str] = {
     "is_master_ordinal": "lzero", "split_between_processes": "other",
     # DALLE-pytorch's backends (distributed_backends: DeepSpeed, Horovod, dummy)
     "is_root_worker": "zero", "is_local_root_worker": "lzero",
+    # Megatron-LM's parallel state (megatron/core/parallel_state.py; its older ``mpu``, copied into
+    # DeepSpeed examples and LMOps): a rank within one parallel group, so each value (0 too) is
+    # held by one process of every other group: several ranks in all
+    "get_data_parallel_rank": "other", "get_model_parallel_rank": "other",
+    "get_tensor_model_parallel_rank": "other", "get_pipeline_model_parallel_rank": "other",
+    "get_context_parallel_rank": "other", "get_expert_model_parallel_rank": "other",
+    "get_sequence_parallel_rank": "other",
 }
 #: Attributes (on any object) that hold a rank-dependent value (Accelerate PartialState,
 #: Lightning Trainer/Fabric/LightningModule, transformers TrainingArguments, argparse idioms).

@@ -23,10 +23,25 @@ from typing import Any
 __all__ = ["CANDIDATES", "NOT_LITERAL", "Pair", "call_args", "default_of", "enclosing_tests", "forwards", "literal", "quiet_call",
            "quiet_pairs"]
 
-#: The literal values tried: the "no rank" sentinels scripts pass for a non-distributed run.
-CANDIDATES: tuple[object, ...] = (-1, 0, None, False)
-Pair = tuple[str, object]
 _MISSING = object()
+
+
+class _NotNone:
+    """The candidate "any literal but ``None``" (DensePhrases-style ``if group is None: group =
+    make_tag()``, where the call passes ``group="runs"``): only ``is None``/``is not None`` tests
+    of the parameter are decided by it."""
+
+    def __repr__(self) -> str:
+        return "<a literal, not None>"
+
+
+#: The candidate that stands for every literal but ``None`` (:class:`_NotNone`).
+NOT_NONE = _NotNone()
+#: The literal values tried: the "no rank" sentinels scripts pass for a non-distributed run,
+#: ``True`` (``if dist.is_initialized() and not evaluate:`` at ``evaluate=True``) and
+#: :data:`NOT_NONE`.
+CANDIDATES: tuple[object, ...] = (-1, 0, None, False, True, NOT_NONE)
+Pair = tuple[str, object]
 #: What :func:`literal` returns for an expression that is not a literal.
 NOT_LITERAL = _MISSING
 
@@ -52,11 +67,15 @@ def literal(node: ast.AST | None) -> object:
 
 
 def _same(a: object, b: object) -> bool:
+    if b is NOT_NONE:
+        return a is not _MISSING and a is not None
     return a is not _MISSING and type(a) is type(b) and a == b
 
 
 def _decide(test: ast.expr, param: str, value: object) -> bool | None:
     """The truth of ``test`` when ``param`` is ``value``, if the parameter alone decides it."""
+    if value is NOT_NONE:
+        return _decide_not_none(test, param)
     if isinstance(test, ast.Name) and test.id == param:
         return bool(value)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
@@ -86,6 +105,26 @@ def _decide(test: ast.expr, param: str, value: object) -> bool | None:
             return bool(fn(*args))
         except TypeError:
             return None
+    return None
+
+
+def _decide_not_none(test: ast.expr, param: str) -> bool | None:
+    """:func:`_decide` for :data:`NOT_NONE`: ``param is None`` is false, ``param is not None``
+    true; ``not``/``and``/``or`` of those as usual; anything else undecided."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _decide_not_none(test.operand, param)
+        return None if inner is None else not inner
+    if isinstance(test, ast.BoolOp):
+        parts = [_decide_not_none(v, param) for v in test.values]
+        if isinstance(test.op, ast.And):
+            return False if False in parts else (True if all(p is True for p in parts) else None)
+        return True if True in parts else (False if all(p is False for p in parts) else None)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot)):
+        left, right = test.left, test.comparators[0]
+        if isinstance(right, ast.Name) and right.id == param:
+            left, right = right, left
+        if isinstance(left, ast.Name) and left.id == param and isinstance(right, ast.Constant) and right.value is None:
+            return isinstance(test.ops[0], ast.IsNot)
     return None
 
 
@@ -150,10 +189,14 @@ def quiet_call(pairs: tuple[Pair, ...], args: dict[str, ast.expr | None]) -> boo
 
 def forwards(pairs: tuple[Pair, ...], args: dict[str, ast.expr | None], param: str, value: object) -> bool:
     """Whether the call is off when the caller's ``param`` is ``value``: a quiet parameter of the
-    callee receives ``param`` itself (or a literal equal to its quiet value)."""
+    callee receives ``param`` itself, its negation where the quiet value is a bool
+    (``is_training=not evaluate``), or a literal equal to its quiet value."""
     for p, v in pairs:
         arg = args.get(p)
         if isinstance(arg, ast.Name) and arg.id == param and _same(value, v):
+            return True
+        if (isinstance(arg, ast.UnaryOp) and isinstance(arg.op, ast.Not) and isinstance(arg.operand, ast.Name)
+                and arg.operand.id == param and isinstance(v, bool) and value is not NOT_NONE and (not value) is v):
             return True
     return quiet_call(pairs, args)
 
