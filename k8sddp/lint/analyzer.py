@@ -103,7 +103,7 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
     for e in w.events:
         how = delegated(e, params, w.entry_mask)
-        if how == "derived" and w.an.facts.tests_files(w.func.node):
+        if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):
             how = delegated(e, params, w.entry_mask, inside=True)
         if how is None:
             continue

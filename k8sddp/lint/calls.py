@@ -208,13 +208,6 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             finally:
                 self.mask, self.many = saved
 
-    def param_names(self, *nodes: ast.expr | None) -> frozenset[str]:
-        """The parameters of this function that ``nodes`` are, when each is one by name (the models
-        a forward runs through: :attr:`~k8sddp.lint.events.Event.via`), else the empty set."""
-        if not nodes or not all(isinstance(n, ast.Name) and n.id in self.func.params for n in nodes):
-            return frozenset()
-        return frozenset(n.id for n in nodes if isinstance(n, ast.Name))
-
     def duck_writes(self, node: ast.Call, m: FuncInfo, args: list[Val], kws: dict[str | None, Val]) -> None:
         """``x.name(path)`` on a receiver of unknown class, where one project class alone defines
         a method ``name`` (``m``) that writes the path passed to it (TinyBERT's
@@ -255,9 +248,9 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         args = [self.expr(a) for a in node.args]
         kws = {k.arg: self.expr(k.value) for k in node.keywords}
         every = join(*args, *kws.values()) if (args or kws) else UNIFORM
-        if (isinstance(func, ast.Attribute) and not (isinstance(recv_node, ast.Name) and recv_node.id in self.instances)
-                and (m := self.an.unique_method(func.attr)) is not None):  # (a receiver of a known project class
-            self.duck_writes(node, m, args, kws)  # lacks it: a __getattr__ proxy) `model.config.to_json_file(path)`
+        if isinstance(func, ast.Attribute) and not self.project_instance(recv_node) \
+                and (m := self.an.unique_method(func.attr)) is not None:
+            self.duck_writes(node, m, args, kws)  # `model.config.to_json_file(path)`
         q = self._dotted(func) or ""
         q = self.fn_alias.get(q, q)
         last = _terminal(func)

@@ -123,16 +123,17 @@ _PER_RANK_KINDS = ("rank", "local", "other", "modrank")
 def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False) -> str | None:
     """Whether a write event of a function is judged at its call sites: ``"param"`` when its
     path is a parameter, ``"derived"`` when it runs unguarded to a path built from parameters
-    (``os.path.join(args.output_dir, "config.yaml")``), unless ``inside`` (the function tests
-    whether files exist: :func:`k8sddp.lint.scopes.tests_files`; such a function is judged as
-    one writing a fixed path), ``"fixed"`` when it runs unguarded in the function, else
+    (``os.path.join(args.output_dir, "config.yaml")``), in both cases unless ``inside`` (the
+    function tests whether files exist or holds a file lock: :func:`k8sddp.lint.scopes.tests_files`;
+    detectron2's ``convert_to_coco_json(name, output_file)`` under ``file_lock(output_file)``; such
+    a function is judged as one writing a fixed path), ``"fixed"`` when it runs unguarded in the function, else
     ``None``. A function that runs collectives and is called from module code only (``main(args)``
     under ``if __name__ == "__main__":``) has its ``"derived"`` writes judged as ``"fixed"``
     ones (:func:`k8sddp.lint.rules_io.check_io`, :meth:`k8sddp.lint.calls.CallMixin.call_writes`).
     """
     if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None or e.one:
         return None
-    if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker":
+    if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker" and not inside:
         return "param"
     pv = e.path_val
     unguarded = e.mask == entry_mask and e.many is None and e.cause is None

@@ -477,14 +477,17 @@ class Project:
             return None
         return self.resolve_import(mod, full, 0)
 
-    def resolve_class(self, mod: Module, name: str) -> tuple[Module, str] | None:
-        """The project class bound to ``name`` in ``mod``, as (module, class name)."""
+    def resolve_class(self, mod: Module, name: str, hops: int = 2) -> tuple[Module, str] | None:
+        """The project class bound to ``name`` in ``mod``, as (module, class name), through up to
+        ``hops`` re-exports (a package ``__init__``'s ``from .console import RankZeroLoggingWrapper``)."""
         if name in mod.classes:
             return mod, name
         origin = mod.imported_from.get(name)
         if origin is None:
             return None
         target = self.resolve_import(mod, origin[0], origin[1])
-        if target is not None and origin[2] in target.classes:
+        if target is None or target is mod:
+            return None
+        if origin[2] in target.classes:
             return target, origin[2]
-        return None
+        return self.resolve_class(target, origin[2], hops - 1) if hops > 0 else None

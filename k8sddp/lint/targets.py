@@ -114,3 +114,19 @@ class TargetMixin(ExprEval):
             if found and found != cls and name in found[0].classes[found[1]]:
                 return found[0].classes[found[1]][name]
         return None
+
+    def project_instance(self, recv: ast.expr | None) -> bool:
+        """Whether ``recv`` is an object of a known project class (a local bound to one, or a
+        constructor call): its class lacks a method it is called with, so that call is no
+        other project class's method (:meth:`k8sddp.lint.calls.CallMixin.duck_writes`)."""
+        if isinstance(recv, ast.Name):
+            return recv.id in self.instances
+        return isinstance(recv, ast.Call) and isinstance(recv.func, ast.Name) and \
+            self.an.project.resolve_class(self.mod, recv.func.id) is not None
+
+    def param_names(self, *nodes: ast.expr | None) -> frozenset[str]:
+        """The parameters of this function that ``nodes`` are, when each is one by name (the models
+        a forward runs through: :attr:`~k8sddp.lint.events.Event.via`), else the empty set."""
+        if not nodes or not all(isinstance(n, ast.Name) and n.id in self.func.params for n in nodes):
+            return frozenset()
+        return frozenset(n.id for n in nodes if isinstance(n, ast.Name))
