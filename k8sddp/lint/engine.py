@@ -49,6 +49,64 @@ _DIST_MARKERS = re.compile(
 )
 
 
+#: Module-level statements that run no training code (the module's code is the rest).
+_NOT_RUN = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def _runs_alone(analyzer: Analyzer, key: str) -> bool:
+    """Whether function ``key`` is a single-process mode of its script: called from module code
+    only (not an ``mp.spawn`` or launcher target), and neither it, a project function it calls
+    (transitively), nor the module code calling it shows distributed training (:data:`_DIST_MARKERS`
+    in its source, a collective, a process-group set-up, a rank test). BRIO's ``evaluation(args)``,
+    run instead of ``main(args)`` (which ``mp.spawn``s the trainers), writes as one process."""
+    sites = analyzer.callsites.get(key, [])
+    if not sites or key in analyzer.spawn_targets or key in analyzer.launched \
+            or not all(s.caller.endswith("::<module>") for s in sites):
+        return False
+    todo, seen = [key, *(s.caller for s in sites)], set()
+    while todo:
+        k = todo.pop()
+        w = analyzer.walkers.get(k)
+        if k in seen or w is None:
+            if w is None:
+                return False
+            continue
+        seen.add(k)
+        node = w.func.node
+        if not isinstance(node, ast.Module) and (  # (module code: its own text; its events are its calls')
+                w.uses_rank or w.inits_pg or any(e.kind == "coll" for e in w.events)):
+            return False
+        stmts = [st for st in node.body if not isinstance(st, _NOT_RUN)] if isinstance(node, ast.Module) else [node]
+        lines = w.func.module.source.splitlines()
+        if any(_DIST_MARKERS.search("\n".join(lines[st.lineno - 1:st.end_lineno])) for st in stmts):
+            return False
+        if not isinstance(node, ast.Module):
+            todo.extend(c for c, _, _ in w.calls)
+    return True
+
+
+def _only_alone(analyzer: Analyzer, key: str, memo: dict[str, bool]) -> bool:
+    """Whether every chain of calls that reaches function ``key`` starts at a function that runs
+    alone (:func:`_runs_alone`); ``memo`` caches :func:`_runs_alone` for this lint run."""
+    todo, seen, roots = [key], set(), []
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        callers = [s.caller for s in analyzer.callsites.get(k, [])]
+        if not callers or all(c.endswith("::<module>") for c in callers):
+            roots.append(k)
+        else:
+            todo.extend(c for c in callers if not c.endswith("::<module>"))
+        if len(seen) > 64:
+            return False
+    for k in roots:
+        if k not in memo:
+            memo[k] = _runs_alone(analyzer, k)
+    return bool(roots) and all(memo[k] for k in roots)
+
+
 @dataclasses.dataclass
 class LintResult:
     """The outcome of :func:`lint_paths`.
@@ -274,6 +332,7 @@ def _lint_sources(
         report.skipped["function nested too deeply to analyse"] += len(analyzer.too_deep)
     kept: dict[str, tuple[Module, list[Raw]]] = {}
     dist_modules = {m.path for m in analyzer.all_modules() if _DIST_MARKERS.search(m.source)}
+    alone: dict[str, bool] = {}
     for name, mod in project.modules.items():
         found: list[Raw] = []
         for f in mod.all_functions():
@@ -281,7 +340,8 @@ def _lint_sources(
             if w is None:
                 continue
             found.extend(check_sync(w))
-            found.extend(check_io(w, analyzer.context(f), analyzer.reached_from(f, dist_modules),
+            distributed = analyzer.reached_from(f, dist_modules) and not _only_alone(analyzer, f.key, alone)
+            found.extend(check_io(w, analyzer.context(f), distributed,
                                   analyzer.unguarded_context(f), analyzer.entry_point(f),
                                   analyzer.framework_hook(f)))
         found.extend(check_misc(mod, project))

@@ -165,7 +165,7 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None:
             continue
         how = delegated(e, params, w.entry_mask)
-        if how == "derived" and w.an.facts.tests_files(w.func.node):
+        if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):
             how = delegated(e, params, w.entry_mask, inside=True)
         if how == "derived" and runs_collectives and entry:
             how = "fixed"  # `main(args)`: see CallMixin.project_call
