@@ -26,7 +26,7 @@ from . import knowledge as K
 from .events import Event
 from .exprs import env_key
 from .scopes import runs_dry
-from .values import ALL, MANY, UNIFORM, condition_classes, merge_envs
+from .values import ALL, MANY, UNIFORM, condition_classes, join, merge_envs
 
 if TYPE_CHECKING:
     from .host import Host
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .values import Val
 
 __all__ = [
-    "AssertRaise", "BranchWalker", "assert_facts", "fact_flag", "fact_key", "known_flag", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
+    "AssertRaise", "BranchWalker", "assert_facts", "bind_arms", "fact_flag", "fact_key", "known_flag", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
     "walk_match", "walk_try",
 ]
 
@@ -107,6 +107,28 @@ def pair_arms(events: list[Event], spans: list[tuple[int, int]], many: ast.AST |
         for e in arm:
             if e.kind == "coll":
                 e.many, e.cause, e.cause_is_exit = many, cause, cause_is_exit
+
+
+def bind_arms(env: dict[str, Val], raws: list[dict[str, Val]], before: dict[str, Val], same: frozenset[str],
+              cm: int, both: bool) -> None:
+    """After the arms of an ``if`` (``cm``: the classes its test is true on, ``ALL`` when uniform;
+    ``both``: each arm is reached), rebind in ``env`` what the arms bound alike. ``raws``: each
+    arm's unshaped values of the names it bound (:attr:`k8sddp.lint.flow.Walker.raw`).
+
+    - ``same``: names both arms assign with one expression (``x = f()``): every rank assigns them alike.
+    - After a rank split, a name only one arm binds, unbound before, is unbound on the ranks of
+      the other arm: wherever it is read, the ranks that bound it read it, so it keeps the value
+      they computed, not a "differs between ranks" shape (evodiff's ``if rank == 0: dl_valid =
+      DataLoader(...)``, iterated in a validation epoch those ranks run).
+    """
+    for k in same:
+        if k in raws[0] and k in raws[1] and both:
+            env[k] = join(raws[0][k], raws[1][k])
+    if cm == ALL:
+        return
+    for k in raws[0].keys() ^ raws[1].keys():
+        if k not in before and k in env:
+            env[k] = raws[0][k] if k in raws[0] else raws[1][k]
 
 
 def fact_key(test: ast.expr) -> tuple[str, bool]:

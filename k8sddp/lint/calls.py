@@ -269,9 +269,9 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         if recv is not None and not (last[:1].isupper() and self.module_path(recv_node)):
             if last in _PURE_METHODS:
                 return join(recv, every).data_only()
+            if recv.wrapped and last in K.WRAPPED_KEEP_METHODS:  # `model = model.eval()`: still the wrapper
+                return recv
             if last in _RECV_METHODS:
-                if recv.wrapped and last in K.WRAPPED_KEEP_METHODS:
-                    return recv
                 return recv.data_only()
             out = recv.data_only()
             return Val(out.rank, out.prank, out.params | every.params, None, out.ddp_out or every.ddp_out)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import knowledge as K
 from .branches import (
+    bind_arms,
     known_flag,
     note_init,
     pair_arms,
@@ -420,7 +421,7 @@ class Walker(CallMixin):
             if ranked:
                 self.guards.pop()
             self.partial_guard = outer_partial
-            raws.append({k: self.raw[k] for k in same if k in self.raw})
+            raws.append({k: self.raw[k] for k in same | (self.env.keys() - before.env.keys()) if k in self.raw})
             results.append(self.save())
             spans.append((start, len(self.events)))
         a, b = results
@@ -432,9 +433,7 @@ class Walker(CallMixin):
         else:
             # an arm that all-reduced wins under a uniform test too (`if sharded: all_reduce(x)`)
             self.env = merge_envs(a.env, b.env, prefer_synced=cm != MANY)
-        for k in same:  # `x = f()` in both arms: every rank assigns it alike
-            if k in raws[0] and k in raws[1] and a.mask and b.mask:
-                self.env[k] = join(raws[0][k], raws[1][k])
+        bind_arms(self.env, raws, before.env, same, cm, bool(a.mask and b.mask))  # what each arm bound
         self.mask = a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
