@@ -285,10 +285,12 @@ class Analyzer(LookupMixin):
         return out
 
     def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:
-        """Remember one call of ``f`` in ``walker`` (its argument values and the guards around it)."""
+        """Remember one call of ``f`` in ``walker`` (its argument values and the guards around it;
+        in an arm no distributed run takes, one process makes it: as rank 0 alone)."""
         if walker.silent:
             return
-        walker.calls.append((f.key, mapping, (walker.mask, walker.many, walker.cause, walker.cause_is_exit)))
+        mask = walker.mask & Z if walker.solo else walker.mask
+        walker.calls.append((f.key, mapping, (mask, walker.many, walker.cause, walker.cause_is_exit)))
 
     # -- the rounds --------------------------------------------------------------------------
     def all_modules(self) -> list[Module]:
@@ -459,6 +461,8 @@ class Analyzer(LookupMixin):
         """Like :meth:`context`, over only the call sites with no rank guard of their own (the
         guarded ones judge ``f``'s unguarded writes themselves, at the call)."""
         sites = [s for s in self.callsites.get(f.key, []) if s.mask == ALL and s.many is None and s.cause is None]
+        if f.key in self.spawn_targets:  # each spawned worker runs it, unguarded
+            return Context(ALL, None, None, "", True)
         if not sites:
             return Context(0, None, None, "", bool(self.callsites.get(f.key)))
         mask = 0
@@ -478,7 +482,7 @@ class Analyzer(LookupMixin):
         if key in self._ctx:
             return self._ctx[key]
         sites = self.callsites.get(key)
-        if not sites or key in stack:
+        if not sites or key in stack or key in self.spawn_targets:  # (each spawned worker runs it)
             return Context(ALL, None, None, "", bool(sites))
         stack = stack | {key}
         mask = 0
