@@ -95,7 +95,6 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
     file_objects: set[str]
     instances: dict[str, tuple[Module, str]]
     fn_alias: dict[str, str]
-    last_items: tuple[ast.Call, list[Val]] | None
     last_keys: tuple[ast.Call, tuple[tuple[str, Val], ...]] | None
     inits_pg: bool
     #: a name whose calls are recorded with the classes that make them (Analyzer.gate_mask)

@@ -143,6 +143,8 @@ class ExprEval(abc.ABC):
     locals_: set[str]
     #: loop variables over literal names (``for v in ("RANK", ...)``) -> those names
     env_loops: dict[str, list[str]]
+    #: the last project call returning a tuple, and its items (:mod:`k8sddp.lint.calls`)
+    last_items: tuple[ast.Call, list[Val]] | None
     #: node class -> its ``_e_`` method of this class (or None), filled as classes are met
     _e_methods: ClassVar[dict[type, Callable[..., Val] | None]] = {}
 
@@ -263,6 +265,10 @@ class ExprEval(abc.ABC):
                 and (attr := f"{env_key(node.value)}.{node.slice.value}") in self.env:
             return self.env[attr]  # cfg['x'] after cfg.x = ...
         base = self.expr(node.value)
+        if isinstance(node.value, ast.Call) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int \
+                and self.last_items is not None and self.last_items[0] is node.value \
+                and -len(self.last_items[1]) <= node.slice.value < len(self.last_items[1]):
+            return self.last_items[1][node.slice.value]  # `get_distrib_size()[2]`: that item alone
         idx = self.expr(node.slice)
         return join(base, idx.data_only())
 

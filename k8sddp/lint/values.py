@@ -69,8 +69,10 @@ def condition_classes(val: Val, test: ast.expr | None = None) -> int:
 def structural_test(test: ast.expr, inspected: bool = False) -> bool:
     """Whether the condition ``test`` asks after what a value *is* rather than what numbers it
     holds: a bare name or attribute (``if perform_backward:``, a flag a training step returns
-    next to its loss), its negation, ``x is None`` / ``x is not None``, ``isinstance(x, T)``,
-    and ``and``/``or`` of these. On per-rank data these are decided by the code path and the
+    next to its loss), its negation, ``x is None`` / ``x is not None``, an attribute ``is
+    True``/``is False`` (icefall's ``assert loss.requires_grad is False``), a string key ``in`` a
+    dict (fastcomposer's ``"localization_loss" in return_dict``), ``isinstance(x, T)``, and
+    ``and``/``or`` of these. On per-rank data these are decided by the code path and the
     configuration, which every rank shares (SlowFast's ``loss, loss_extra = loss`` ... ``if
     loss_extra:``); a comparison, ``.item()``, ``torch.isfinite(...)`` or any other call
     inspects the values and stays rank-dependent (``if loss > 10:``, ``if not
@@ -84,9 +86,13 @@ def structural_test(test: ast.expr, inspected: bool = False) -> bool:
         return structural_test(test.operand, inspected)
     if isinstance(test, ast.BoolOp):
         return all(structural_test(v, inspected) for v in test.values)
-    if isinstance(test, ast.Compare):
-        return all(isinstance(op, (ast.Is, ast.IsNot)) for op in test.ops) and all(
-            isinstance(c, ast.Constant) and c.value is None for c in test.comparators)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, right = test.ops[0], test.comparators[0]
+        if isinstance(op, (ast.In, ast.NotIn)):  # `"localization_loss" in return_dict`: which keys it has
+            return isinstance(test.left, ast.Constant) and isinstance(test.left.value, str)
+        # `x is None`, `loss.requires_grad is False`: what it is, not the numbers it holds
+        return isinstance(op, (ast.Is, ast.IsNot)) and isinstance(right, ast.Constant) and right.value in (None, True, False) \
+            and (right.value is None or isinstance(test.left, ast.Attribute))
     return isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance"
 
 
