@@ -133,9 +133,10 @@ def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool =
     """
     if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None or e.one:
         return None
-    if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker" and not inside:
-        return "param"
     pv = e.path_val
+    if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker" and not inside \
+            and not (pv is not None and pv.kind in _PER_RANK_KINDS and pv.params != {e.path.id}):  # `p = f"{p}-{rank}"`
+        return "param"
     unguarded = e.mask == entry_mask and e.many is None and e.cause is None
     if (unguarded and not inside and pv is not None and e.kind != "tracker" and pv.rank is None
             and not pv.params.isdisjoint(params)):

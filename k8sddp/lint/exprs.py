@@ -284,6 +284,9 @@ class ExprEval(abc.ABC):
             return out.with_kind("rank")  # `node_rank * ngpus_per_node + gpu`: the global rank (MedSAM)
         if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)) and kinds <= {"rank", "local"}:
             return out.with_kind("rank" if ("rank" in kinds or (a.kind and b.kind)) else "local")
+        if isinstance(node.op, ast.Mod) and (isinstance(node.left, ast.JoinedStr) or (
+                isinstance(node.left, ast.Constant) and isinstance(node.left.value, str))):
+            return out.with_kind(b.kind or a.kind)  # `"ckpt-%d.pt" % rank`: %-formatting, not a remainder
         if isinstance(node.op, ast.Mod) and kinds <= {"rank", "local"}:
             return out.with_kind("modrank")
         return out.with_kind("other")
