@@ -43,11 +43,10 @@ class LookupMixin:
             for mod in list(self.project.modules.values()):
                 for local in mod.imported_from:
                     self.project.resolve_class(mod, local)
-        mods = self.all_modules()
-        if self._methods is None or self._methods_n != len(mods):  # imports load modules as they go
-            self._methods_n = len(mods)
+        if self._methods is None or self._methods_n != self.project.generation:  # imports load modules as they go
+            self._methods_n = self.project.generation
             found: dict[str, list[FuncInfo]] = {}
-            for mod in mods:
+            for mod in self.all_modules():
                 for methods in mod.classes.values():
                     for mname, fi in methods.items():
                         found.setdefault(mname, []).append(fi)
@@ -71,8 +70,8 @@ class LookupMixin:
         """The parameters of ``f`` it passes as ``rank=`` to ``init_process_group`` (cached):
         diffwave's ``train_distributed(replica_id, ...)``, spawned from a ``__main__.py`` that
         linting ``learner.py`` does not read, is given its rank that way."""
-        if f.key not in self._pg_rank:
-            self._pg_rank[f.key] = pg_rank_params(f.node)
+        if f.key not in self._pg_rank:  # (a module that never names init_process_group: no walk)
+            self._pg_rank[f.key] = pg_rank_params(f.node) if "init_process_group" in f.module.source else frozenset()
         return self._pg_rank[f.key]
 
     def global_names(self, f: FuncInfo) -> frozenset[str]:

@@ -285,6 +285,8 @@ class Project:
         self._root = str(self.root)
         self.modules: dict[str, Module] = {}
         self._by_file: dict[str, Module | None] = {}
+        #: how many modules have been added or loaded so far (caches over all modules key on it)
+        self.generation = 0
         self._imports: dict[tuple[str, str, int], Module | None] = {}
         self._in_dir: dict[tuple[str, str, int], Module | None] = {}
         self._here: dict[str, str] = {}
@@ -308,6 +310,7 @@ class Project:
     def add(self, mod: Module) -> None:
         """Register a parsed module (a linted file)."""
         self.modules[mod.path] = mod
+        self.generation += 1
         if mod.path not in ("-", "<stdin>"):
             self._by_file[self._resolve(mod.path)] = mod
 
@@ -324,6 +327,7 @@ class Project:
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
             mod = None
         self._by_file[file] = mod
+        self.generation += 1
         return mod
 
     def resolve_import(self, mod: Module, base: str, level: int) -> Module | None:
