@@ -110,7 +110,7 @@ def pair_arms(events: list[Event], spans: list[tuple[int, int]], many: ast.AST |
 
 
 def bind_arms(env: dict[str, Val], raws: list[dict[str, Val]], before: dict[str, Val], same: frozenset[str],
-              cm: int, both: bool) -> None:
+              cm: int, both: bool, s: ast.If, func: ast.AST) -> None:
     """After the arms of an ``if`` (``cm``: the classes its test is true on, ``ALL`` when uniform;
     ``both``: each arm is reached), rebind in ``env`` what the arms bound alike. ``raws``: each
     arm's unshaped values of the names it bound (:attr:`k8sddp.lint.flow.Walker.raw`).
@@ -119,16 +119,35 @@ def bind_arms(env: dict[str, Val], raws: list[dict[str, Val]], before: dict[str,
     - After a rank split, a name only one arm binds, unbound before, is unbound on the ranks of
       the other arm: wherever it is read, the ranks that bound it read it, so it keeps the value
       they computed, not a "differs between ranks" shape (evodiff's ``if rank == 0: dl_valid =
-      DataLoader(...)``, iterated in a validation epoch those ranks run).
+      DataLoader(...)``, iterated in a validation epoch those ranks run). Not when the function
+      (``func``) binds the name anywhere outside this ``if`` (``s``): ``if rank == 0: steps = n``
+      ... ``if rank > 0: steps = n // 2`` gives the other ranks their own value.
     """
     for k in same:
         if k in raws[0] and k in raws[1] and both:
             env[k] = join(raws[0][k], raws[1][k])
     if cm == ALL:
         return
-    for k in raws[0].keys() ^ raws[1].keys():
-        if k not in before and k in env:
+    alone = (raws[0].keys() ^ raws[1].keys()) - before.keys()
+    if alone:
+        alone -= _stored_outside(func, s)
+    for k in alone:
+        if k in env:
             env[k] = raws[0][k] if k in raws[0] else raws[1][k]
+
+
+def _stored_outside(func: ast.AST, skip: ast.AST) -> set[str]:
+    """The names ``func`` assigns anywhere but inside ``skip`` (and nested functions)."""
+    out: set[str] = set()
+    todo = list(ast.iter_child_nodes(func))
+    while todo:
+        n = todo.pop()
+        if n is skip or isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
 
 
 def fact_key(test: ast.expr) -> tuple[str, bool]:

@@ -15,7 +15,6 @@ import dataclasses
 import gc
 import io
 import os
-import re
 import stat
 import sys
 import tokenize
@@ -35,76 +34,13 @@ from .rules_forward import check_forward
 from .rules_io import check_io
 from .rules_misc import check_misc
 from .rules_sync import check_sync
+from .solo import DIST_MARKERS, only_alone
 from .suppress import noqa_lines
 
 __all__ = ["LintResult", "SKIP_DIRS", "collect_files", "lint_paths", "lint_sources"]
 
 #: Folders never descended into when a folder is linted.
 SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "build", "dist"})
-_DIST_MARKERS = re.compile(
-    r"torch\.distributed|torch import distributed|init_process_group|DistributedDataParallel|"
-    r"FullyShardedDataParallel|\baccelerate\b|\blightning\b|pytorch_lightning|deepspeed|"
-    r"LOCAL_RANK|[\"']RANK[\"']|torch_xla|horovod|get_rank\b|is_main_process|is_global_zero|"
-    r"torch\.multiprocessing|world_size|WORLD_SIZE|TrainerCallback|TrainingArguments|DistributedSampler"
-)
-
-
-#: Module-level statements that run no training code (the module's code is the rest).
-_NOT_RUN = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-
-
-def _runs_alone(analyzer: Analyzer, key: str) -> bool:
-    """Whether function ``key`` is a single-process mode of its script: called from module code
-    only (not an ``mp.spawn`` or launcher target), and neither it, a project function it calls
-    (transitively), nor the module code calling it shows distributed training (:data:`_DIST_MARKERS`
-    in its source, a collective, a process-group set-up, a rank test). BRIO's ``evaluation(args)``,
-    run instead of ``main(args)`` (which ``mp.spawn``s the trainers), writes as one process."""
-    sites = analyzer.callsites.get(key, [])
-    if not sites or key in analyzer.spawn_targets or key in analyzer.launched \
-            or not all(s.caller.endswith("::<module>") for s in sites):
-        return False
-    todo, seen = [key, *(s.caller for s in sites)], set()
-    while todo:
-        k = todo.pop()
-        w = analyzer.walkers.get(k)
-        if k in seen or w is None:
-            if w is None:
-                return False
-            continue
-        seen.add(k)
-        node = w.func.node
-        if not isinstance(node, ast.Module) and (  # (module code: its own text; its events are its calls')
-                w.uses_rank or w.inits_pg or any(e.kind == "coll" for e in w.events)):
-            return False
-        stmts = [st for st in node.body if not isinstance(st, _NOT_RUN)] if isinstance(node, ast.Module) else [node]
-        lines = w.func.module.source.splitlines()
-        if any(_DIST_MARKERS.search("\n".join(lines[st.lineno - 1:st.end_lineno])) for st in stmts):
-            return False
-        if not isinstance(node, ast.Module):
-            todo.extend(c for c, _, _ in w.calls)
-    return True
-
-
-def _only_alone(analyzer: Analyzer, key: str, memo: dict[str, bool]) -> bool:
-    """Whether every chain of calls that reaches function ``key`` starts at a function that runs
-    alone (:func:`_runs_alone`); ``memo`` caches :func:`_runs_alone` for this lint run."""
-    todo, seen, roots = [key], set(), []
-    while todo:
-        k = todo.pop()
-        if k in seen:
-            continue
-        seen.add(k)
-        callers = [s.caller for s in analyzer.callsites.get(k, [])]
-        if not callers or all(c.endswith("::<module>") for c in callers):
-            roots.append(k)
-        else:
-            todo.extend(c for c in callers if not c.endswith("::<module>"))
-        if len(seen) > 64:
-            return False
-    for k in roots:
-        if k not in memo:
-            memo[k] = _runs_alone(analyzer, k)
-    return bool(roots) and all(memo[k] for k in roots)
 
 
 @dataclasses.dataclass
@@ -331,8 +267,9 @@ def _lint_sources(
     if analyzer.too_deep:
         report.skipped["function nested too deeply to analyse"] += len(analyzer.too_deep)
     kept: dict[str, tuple[Module, list[Raw]]] = {}
-    dist_modules = {m.path for m in analyzer.all_modules() if _DIST_MARKERS.search(m.source)}
+    dist_modules = {m.path for m in analyzer.all_modules() if DIST_MARKERS.search(m.source)}
     alone: dict[str, bool] = {}
+    touches: dict[str, bool] = {}
     for name, mod in project.modules.items():
         found: list[Raw] = []
         for f in mod.all_functions():
@@ -340,7 +277,7 @@ def _lint_sources(
             if w is None:
                 continue
             found.extend(check_sync(w))
-            distributed = analyzer.reached_from(f, dist_modules) and not _only_alone(analyzer, f.key, alone)
+            distributed = analyzer.reached_from(f, dist_modules) and not only_alone(analyzer, f.key, touches, alone)
             found.extend(check_io(w, analyzer.context(f), distributed,
                                   analyzer.unguarded_context(f), analyzer.entry_point(f),
                                   analyzer.framework_hook(f)))

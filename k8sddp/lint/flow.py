@@ -433,7 +433,7 @@ class Walker(CallMixin):
         else:
             # an arm that all-reduced wins under a uniform test too (`if sharded: all_reduce(x)`)
             self.env = merge_envs(a.env, b.env, prefer_synced=cm != MANY)
-        bind_arms(self.env, raws, before.env, same, cm, bool(a.mask and b.mask))  # what each arm bound
+        bind_arms(self.env, raws, before.env, same, cm, bool(a.mask and b.mask), s, self.func.node)
         self.mask = a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
