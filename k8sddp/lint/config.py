@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
+import stat
 import sys
 from pathlib import Path, PurePath
 from typing import Any
@@ -118,6 +119,8 @@ def load_config(path: Path) -> LintConfig:
         UsageError: unreadable file, invalid TOML, unknown keys, bad rule ids (exit 2).
     """
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read for ever
+            raise UsageError(f"{path}: cannot read configuration: not a regular file")
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read configuration: {exc.strerror or exc}") from exc

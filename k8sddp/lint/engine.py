@@ -199,6 +199,8 @@ def _parse(name: str, data: bytes) -> tuple[Module | None, str, Raw | None]:
         return None, text, Raw("KDP500", exc.lineno or 1, exc.offset or 0, f"SyntaxError: {msg}")
     except (ValueError, RecursionError) as exc:
         return None, text, Raw("KDP500", 1, 0, f"cannot parse: {exc}")
+    except MemoryError:  # CPython's parser on an expression nested ~10,000 deep
+        return None, text, Raw("KDP500", 1, 0, "cannot parse: the parser ran out of memory (an expression nested too deeply)")
     return build_module(name, text, tree), text, None
 
 
@@ -274,15 +276,21 @@ def _lint_sources(
         found: list[Raw] = []
         for f in mod.all_functions():
             w = analyzer.walkers.get(f.key)
-            if w is None:
+            if w is None or f.key in analyzer.too_deep:
                 continue
-            found.extend(check_sync(w))
-            distributed = analyzer.reached_from(f, dist_modules) and not only_alone(analyzer, f.key, touches, alone)
-            found.extend(check_io(w, analyzer.context(f), distributed,
-                                  analyzer.unguarded_context(f), analyzer.entry_point(f),
-                                  analyzer.framework_hook(f)))
-        found.extend(check_misc(mod, project))
-        found.extend(check_forward(mod))
+            try:
+                found.extend(check_sync(w))
+                distributed = analyzer.reached_from(f, dist_modules) and not only_alone(analyzer, f.key, touches, alone)
+                found.extend(check_io(w, analyzer.context(f), distributed,
+                                      analyzer.unguarded_context(f), analyzer.entry_point(f),
+                                      analyzer.framework_hook(f)))
+            except RecursionError:  # an expression hundreds deep in a message or a path: skip it, counted
+                report.skipped["function nested too deeply to analyse"] += 1
+        try:
+            found.extend(check_misc(mod, project))
+            found.extend(check_forward(mod))
+        except RecursionError:
+            report.skipped["function nested too deeply to analyse"] += 1
         raws[name] = found
     for name in order:
         cfg = configs.get(name, LintConfig())

@@ -225,7 +225,10 @@ def cond_text(node: ast.AST | None, limit: int = 70) -> str:
     """Short source text of a condition or statement, for messages."""
     if node is None:
         return ""
-    text = ast.unparse(node.test if isinstance(node, (ast.If, ast.While)) else node).split("\n")[0]
+    try:
+        text = ast.unparse(node.test if isinstance(node, (ast.If, ast.While)) else node).split("\n")[0]
+    except RecursionError:  # `rank + 1 + 1 + ...` hundreds of terms deep
+        return f"the expression at line {getattr(node, 'lineno', '?')}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -121,3 +121,32 @@ def test_every_missing_path_is_named(tmp_path: Path, capsys: pytest.CaptureFixtu
     code, _, err = _lint(capsys, str(tmp_path / "missing.py"), str(ok), str(tmp_path / "not_there"))
     assert code == 2
     assert "missing.py: no such file or directory" in err and "not_there: no such file or directory" in err
+
+
+def test_config_that_is_no_regular_file_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Newcomer review of issue 17: ``--config FIFO`` blocked for ever reading it."""
+    ok = tmp_path / "ok.py"
+    ok.write_text(CLEAN)
+    os.mkfifo(tmp_path / "pyproject.toml")
+    for cfg in (tmp_path / "pyproject.toml", tmp_path):
+        code, _, err = _lint(capsys, "--config", str(cfg), str(ok))
+        assert code == 2 and f"{cfg}: cannot read configuration: not a regular file" in err, err
+
+
+def test_deeply_nested_code_is_located_not_a_traceback(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Newcomer review of issue 17: a rank test 400 terms deep crashed a message (RecursionError in
+    ast.unparse); a conditional expression 10,000 deep made the parser raise MemoryError."""
+    terms = " + ".join(["rank"] + ["1"] * 400)
+    deep = tmp_path / "deep.py"
+    deep.write_text(
+        "import datetime\nimport torch\nimport torch.distributed as dist\n"
+        'dist.init_process_group("nccl", timeout=datetime.timedelta(seconds=60))\n'
+        f"rank = dist.get_rank()\nif {terms} == 3:\n    dist.barrier()\n")
+    code, out, err = _lint(capsys, str(deep))
+    assert code == 1 and "Traceback" not in err, err
+    assert "deep.py:7:5: error KDP503" in out and "the expression at line 6" in out, out
+    tern = tmp_path / "tern.py"
+    tern.write_text("x = " + "1 if c else " * 10_000 + "1\n")
+    code, out, err = _lint(capsys, str(tern))
+    assert code == 1 and "Traceback" not in err, err
+    assert "tern.py:1: error KDP500 cannot parse" in out, out
