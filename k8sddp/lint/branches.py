@@ -26,6 +26,7 @@ from . import knowledge as K
 from .events import Event
 from .exprs import env_key
 from .scopes import runs_dry
+from .treewalk import wrapper_test
 from .values import ALL, MANY, UNIFORM, condition_classes, join, merge_envs
 
 if TYPE_CHECKING:
@@ -231,15 +232,9 @@ def unwrap_arm(env: dict[str, Val], test: ast.expr, in_body: bool) -> None:
     """In the arm of ``if hasattr(m, "module"):`` (or ``isinstance(m, DistributedDataParallel)``)
     where the test fails, ``m`` is no wrapped model (BigVGAN's ``if hasattr(generator, "module"):
     generator.module(x) else: generator(x)``): its forward there is no collective."""
-    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
-    inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
-    if not isinstance(inner, ast.Call) or not isinstance(inner.func, ast.Name) or len(inner.args) != 2:
-        return
-    probe = inner.args[1]
-    wrapper_test = (inner.func.id == "hasattr" and isinstance(probe, ast.Constant) and probe.value == "module") or (
-        inner.func.id == "isinstance" and ast.unparse(probe).split(".")[-1] in ("DistributedDataParallel", "DDP"))
-    key = env_key(inner.args[0])
-    if wrapper_test and key is not None and in_body == negated and (v := env.get(key)) is not None and v.wrapped:
+    found = wrapper_test(test)
+    key = env_key(found[0]) if found is not None else None
+    if found is not None and key is not None and in_body != found[1] and (v := env.get(key)) is not None and v.wrapped:
         env[key] = dataclasses.replace(v, wrapped=None)
 
 

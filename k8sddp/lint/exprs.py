@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from . import knowledge as K
 from .project import dotted
+from .treewalk import wrapper_test
 from .values import ALL, LZ, MANY, UNIFORM, N, Val, Z, classes_of, join, negate_kind, truth_kind
 
 if TYPE_CHECKING:
@@ -235,8 +236,8 @@ class ExprEval(abc.ABC):
             return Val(rank=K.RANK_ATTRIBUTES[attr])
         if attr in ("world_size", "num_processes", "num_nodes", "distributed", "use_distributed"):
             return UNIFORM
-        if recv.wrapped and attr in ("module", "_orig_mod"):
-            return UNIFORM if attr == "module" else recv
+        if recv.wrapped and attr in ("module", "_orig_mod"):  # (FSDP's inner module keeps its sharded units)
+            return UNIFORM if attr == "module" and recv.wrapped != "fsdp" else recv
         if attr == "strategy":
             return Val(fw="strategy")
         if attr in K.FRAMEWORK_NAMES and recv.fw is None:
@@ -364,6 +365,10 @@ class ExprEval(abc.ABC):
         t = self.expr(node.test)
         a = self.eval_under(node.test, t, node.body, True)
         b = self.eval_under(node.test, t, node.orelse, False)
+        if (found := wrapper_test(node.test)) is not None:  # `m.module if hasattr(m, "module") else m`
+            other = node.orelse if found[1] else node.body  # the arm where m is no wrapper
+            if env_key(other) is not None and env_key(other) == env_key(found[0]):
+                a, b = (a, dataclasses.replace(b, wrapped=None)) if found[1] else (dataclasses.replace(a, wrapped=None), b)
         if not t.kind:
             return join(a, b)
         if _bar_around(node.body, node.orelse) or _bar_around(node.orelse, node.body):

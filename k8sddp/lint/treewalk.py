@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["dotted", "parents", "walk", "walk_lean", "walk_statements"]
+__all__ = ["dotted", "parents", "walk", "walk_lean", "walk_statements", "wrapper_test"]
 
 _AST = ast.AST
 #: fields that only ever hold identifiers, numbers, strings or constants, never nodes
@@ -118,3 +118,17 @@ def dotted(node: ast.expr, aliases: dict[str, str] | None = None) -> str | None:
         head = aliases.get(head, head)
     parts.append(head)
     return ".".join(reversed(parts))
+
+
+def wrapper_test(test: ast.expr) -> tuple[ast.expr, bool] | None:
+    """For ``hasattr(m, "module")`` or ``isinstance(m, DistributedDataParallel)`` (or ``DDP``),
+    possibly negated: ``m`` and whether the test is true where ``m`` is the wrapper; else ``None``."""
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    inner = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+    if not isinstance(inner, ast.Call) or not isinstance(inner.func, ast.Name) or len(inner.args) != 2:
+        return None
+    probe = inner.args[1]
+    if (inner.func.id == "hasattr" and isinstance(probe, ast.Constant) and probe.value == "module") or (
+            inner.func.id == "isinstance" and ast.unparse(probe).split(".")[-1] in ("DistributedDataParallel", "DDP")):
+        return inner.args[0], not negated
+    return None
