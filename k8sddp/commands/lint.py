@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "lint",
         help="check training scripts for distributed hang patterns (KDP5xx)",
         description="Check Python training scripts for the patterns that hang or damage DDP/FSDP jobs "
-        "(rules KDP500-KDP510; docs/lint.md). Configuration: [tool.k8sddp.lint] in the nearest "
+        "(rules KDP500-KDP513; docs/lint.md). Configuration: [tool.k8sddp.lint] in the nearest "
         "pyproject.toml; silence one line with '# noqa: KDP5nn'.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="Python files or folders ('-' for standard input)")

@@ -1,6 +1,6 @@
 """``k8sddp lint``: static guardrails for PyTorch distributed training scripts.
 
-Finds the patterns that hang or quietly damage DDP/FSDP jobs (rules KDP500-KDP510 of
+Finds the patterns that hang or quietly damage DDP/FSDP jobs (rules KDP500-KDP513 of
 :mod:`k8sddp.catalogue`, described in ``docs/lint.md``): collectives only some ranks reach,
 rank-dependent exits from loops that hold collectives, unpaired barriers, checkpoints written by
 several ranks to one path, ``init_process_group`` without ``timeout=``, unsynchronised rank-0

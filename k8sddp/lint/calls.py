@@ -291,6 +291,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         callee_val: Val | None, args: list[Val], kws: dict[str | None, Val],
     ) -> Val | None:
         """Calls the knowledge tables recognise; ``None`` when none applies."""
+        if recv is not None and recv.ddp_out and last in K.TENSOR_CONFIG_METHODS and not args:
+            return UNIFORM  # `logits.dim()`: the model's, on every rank
         if q == "len" and len(args) == 1:  # how many layers, heads, samples: the same on every rank
             return Val(rank=args[0].rank, prank=args[0].prank, params=args[0].params)  # (DistributedSampler pads)
         # environment reads

@@ -238,6 +238,8 @@ class ExprEval(abc.ABC):
             return UNIFORM
         if recv.wrapped and attr in ("module", "_orig_mod"):  # (FSDP's inner module keeps its sharded units)
             return UNIFORM if attr == "module" and recv.wrapped != "fsdp" else recv
+        if recv.ddp_out and attr in K.TENSOR_CONFIG_ATTRS:  # `logits.dtype`: the model's, on every rank
+            return UNIFORM
         if attr == "strategy":
             return Val(fw="strategy")
         if attr in K.FRAMEWORK_NAMES and recv.fw is None:

@@ -221,6 +221,12 @@ UNIFORM_FUNCTIONS: frozenset[str] = frozenset(
     {"get_world_size", "is_initialized", "is_available", "is_dist_avail_and_initialized",
      "get_backend", "is_torchelastic_launched", "get_local_world_size"}
 )
+#: What a tensor *is*, fixed by the model and its configuration rather than by this rank's batch:
+#: read from per-rank data (a forward's output) these are the same on every rank (``if
+#: logits.dtype != torch.float32:``, ``if out.dim() == 3:``). Not ``shape``/``size()`` (a last,
+#: shorter batch) nor ``device`` (each rank its own GPU).
+TENSOR_CONFIG_ATTRS: frozenset[str] = frozenset({"dtype", "ndim", "layout", "is_cuda"})
+TENSOR_CONFIG_METHODS: frozenset[str] = frozenset({"dim", "ndimension", "is_floating_point", "is_complex"})
 #: Clock reads: each rank reads its own clock, so a test of a duration or a deadline
 #: (``if time.time() - start > limit: break``) is crossed on different steps on different ranks.
 CLOCK_READS: frozenset[str] = frozenset(
