@@ -273,7 +273,10 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             if last in _RECV_METHODS:
                 return recv.data_only()
             out = recv.data_only()
-            return Val(out.rank, out.prank, out.params | every.params, None, out.ddp_out or every.ddp_out)
+            # a placement keyword says where the result lives, not what it is (RoseTTAFold2's
+            # `torch.load(f, map_location={"cuda:0": "cuda:%d" % rank})` in a helper given the rank)
+            placed = join(*args, *(v for k, v in kws.items() if k not in K.PLACEMENT_KWARGS)) if (args or kws) else UNIFORM
+            return Val(out.rank, out.prank, out.params | placed.params, None, out.ddp_out or every.ddp_out)
         if q in _NO_VALUE_CALLS:
             return UNIFORM
         if last[:1].isupper() and last not in ("Path", "PurePath", "PosixPath"):

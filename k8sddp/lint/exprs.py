@@ -58,7 +58,7 @@ def progress_wrapper(name: str) -> bool:
     return name in K.ITER_PASSTHROUGH or "tqdm" in name.lower() or "progress" in name.lower()
 
 
-def _bar_around(wrapped: ast.expr, plain: ast.expr) -> bool:
+def bar_around(wrapped: ast.expr, plain: ast.expr) -> bool:
     """``wrapped`` is a progress bar around ``plain`` (``tqdm(batches, desc=...)`` and ``batches``)."""
     if not isinstance(wrapped, ast.Call) or not wrapped.args:
         return False
@@ -373,8 +373,8 @@ class ExprEval(abc.ABC):
                 a, b = (a, dataclasses.replace(b, wrapped=None)) if found[1] else (dataclasses.replace(a, wrapped=None), b)
         if not t.kind:
             return join(a, b)
-        if _bar_around(node.body, node.orelse) or _bar_around(node.orelse, node.body):
-            return self.expr(node.orelse if _bar_around(node.body, node.orelse) else node.body)  # rank 0 shows a bar
+        if bar_around(node.body, node.orelse) or bar_around(node.orelse, node.body):
+            return self.expr(node.orelse if bar_around(node.body, node.orelse) else node.body)  # rank 0 shows a bar
         out = join(a, b)
         if isinstance(node.orelse, ast.Constant) and node.orelse.value is None and not a.kind:
             return out.with_kind(truth_kind(t.kind))

@@ -15,6 +15,7 @@ import ast
 import re
 
 from . import knowledge as K
+from .branches import fact_flag
 from .events import Raw, at
 from .project import Module, Project, dotted
 from .rules_setup import check_setup
@@ -140,6 +141,8 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
             name = _assigned_name(node, parents)
             if name:
                 loaders[name] = node
+            if _single_process_arm(node, parents):
+                continue
             call, resolved = _effective(node, mod.tree)
             pin = _kw(call, "pin_memory", 7)
             if gpu and resolved and (pin is None or _is_const(pin, False)):
@@ -203,6 +206,21 @@ def _check_set_epoch(
                           f"DistributedSampler `{name or holder}` shuffles, but no epoch loop calls "
                           "set_epoch(epoch) on it: every epoch sees the same order"))
     return out
+
+
+def _single_process_arm(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """``node`` sits in the arm of an ``if`` on a distributed-mode flag that distributed runs never
+    take (equiformer's ``if args.distributed: ... DataLoader(sampler=...) else: DataLoader(shuffle=True)``):
+    the loader there feeds a single-process run, not a rank (flags named as
+    :data:`~k8sddp.lint.knowledge.DIST_FLAG_NAMES`, :func:`~k8sddp.lint.branches.fact_flag`)."""
+    child, up = node, parents.get(node)
+    while up is not None and not isinstance(up, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(up, ast.If) and child is not up.test:
+            flag = fact_flag({}, up.test)
+            if flag and (flag == -1) == (child in up.body):
+                return True
+        child, up = up, parents.get(up)
+    return False
 
 
 def _enclosing_def(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> str:

@@ -14,7 +14,7 @@ import ast
 from collections.abc import Callable
 from typing import TypeVar
 
-from .exprs import env_key, progress_wrapper
+from .exprs import bar_around, env_key, progress_wrapper
 from .treewalk import walk_lean
 
 __all__ = [
@@ -46,18 +46,23 @@ def same_assignments(s: ast.If) -> set[str]:
 
 
 def _same_assignments(s: ast.If) -> frozenset[str]:
-    def table(stmts: list[ast.stmt]) -> dict[str, str]:
-        out: dict[str, str] = {}
+    def table(stmts: list[ast.stmt]) -> dict[str, ast.expr]:
+        out: dict[str, ast.expr] = {}
         for st in stmts:
             if isinstance(st, ast.Assign) and len(st.targets) == 1:
                 key = env_key(st.targets[0])
                 if key is not None:
-                    out[key] = ast.dump(st.value)
+                    out[key] = st.value
         return out
+
+    def alike(x: ast.expr, y: ast.expr | None) -> bool:
+        # one arm may wrap the other's iterable in a progress bar (tabicl's `tqdm(range(a, b))` on
+        # the master, `range(a, b)` elsewhere): both iterate alike
+        return y is not None and (ast.dump(x) == ast.dump(y) or bar_around(x, y) or bar_around(y, x))
     if not s.orelse:
         return frozenset()
     a, b = table(s.body), table(s.orelse)
-    return frozenset(k for k, v in a.items() if b.get(k) == v)
+    return frozenset(k for k, v in a.items() if alike(v, b.get(k)))
 
 
 def names_read(node: ast.AST) -> frozenset[str]:
