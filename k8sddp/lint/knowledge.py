@@ -275,7 +275,8 @@ RANK_PARAMS: dict[str, str] = {"rank": "rank", "global_rank": "rank", "local_ran
 #: ``if flag:`` runs in single-process runs only. ``multiprocessing_distributed`` is not one: a
 #: torchrun job leaves it False.
 DIST_FLAG_NAMES: frozenset[str] = frozenset(
-    {"distributed", "is_distributed", "use_distributed", "dist_train", "ddp", "use_ddp", "is_ddp", "multi_gpu"})
+    {"distributed", "is_distributed", "use_distributed", "dist_train", "ddp", "use_ddp", "is_ddp", "multi_gpu",
+     "use_multi_gpu", "ddp_enabled", "distributed_enabled"})
 #: Parameter names of a function no linted code calls that are taken to hold the DDP-wrapped
 #: model (MAE's ``train_one_epoch(model, ...)``, detectron2's ``do_train(cfg, model)``): its
 #: forward's output is per-rank data and its backward all-reduces.
