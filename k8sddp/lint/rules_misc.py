@@ -127,6 +127,7 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
     for node in nodes:
         if not isinstance(node, ast.Call):
             continue
+        own = ""
         q = dotted(node.func, mod.aliases) or ""
         last = q.split(".")[-1]
         if last == "init_process_group" and (q == last or q.startswith("torch.distributed")):
@@ -136,8 +137,9 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "backend's hidden default (10 min NCCL, 30 min gloo) before a hang fails; "
                               "pass timeout=datetime.timedelta(seconds=...) (K8SDDP_PG_TIMEOUT_SECONDS, "
                               "default 1800)", fix=("timeout", node)))
-        elif last in K.DATALOADER_DROP_INS and (q == last or q.startswith(K.DATALOADER_MODULES)
-                                                or "torch_geometric" in q.split(".")):  # mace vendors PyG's loader
+        elif (last in K.DATALOADER_DROP_INS and (q == last or q.startswith(K.DATALOADER_MODULES)
+                                                 or "torch_geometric" in q.split("."))  # mace vendors PyG's loader
+              or (own := _loader_subclass(mod, project, node.func)) is not None):
             name = _assigned_name(node, parents)
             if name:
                 loaders[name] = node
@@ -145,7 +147,7 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                 continue
             call, resolved = _effective(node, mod.tree)
             pin = _kw(call, "pin_memory", 7)
-            if gpu and resolved and (pin is None or _is_const(pin, False)):
+            if gpu and resolved and (pin is None or _is_const(pin, False)) and "pin_memory" not in own:
                 out.append(at("KDP507", node,
                               "DataLoader feeding GPU training has no pin_memory=True: host-to-device "
                               "copies are synchronous and slower"))
@@ -153,7 +155,7 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
             workers = _kw(call, "num_workers", 5)
             persistent = _kw(call, "persistent_workers")
             if (last != "MultiEpochsDataLoader" and workers is not None and not _is_const(workers, 0)
-                    and (persistent is None or _is_const(persistent, False))):
+                    and (persistent is None or _is_const(persistent, False)) and "persistent_workers" not in own):
                 out.append(at("KDP508", node,
                               "DataLoader with worker processes has no persistent_workers=True: the "
                               "workers are killed and forked again every epoch "
@@ -206,6 +208,25 @@ def _check_set_epoch(
                           f"DistributedSampler `{name or holder}` shuffles, but no epoch loop calls "
                           "set_epoch(epoch) on it: every epoch sees the same order"))
     return out
+
+
+def _loader_subclass(mod: Module, project: Project, func: ast.expr, hops: int = 3) -> str | None:
+    """When ``func`` names a project class that subclasses a ``DataLoader`` (YOLOP's ``DataLoaderX``
+    adding a background prefetch thread, ReLoRA's ``SkipDataLoader``), the source of its
+    ``__init__`` ("" without one: the loader's own keywords decide); else ``None``. An ``__init__``
+    that names ``pin_memory`` or ``persistent_workers`` sets them itself."""
+    name = func.id if isinstance(func, ast.Name) else None
+    found = project.resolve_class(mod, name) if name else None
+    while found is not None and hops > 0:
+        where, cname = found
+        bases = where.class_bases.get(cname, [])
+        if any(b.split(".")[-1] in K.DATALOADER_DROP_INS for b in bases):
+            init = where.classes[cname].get("__init__")
+            return ast.unparse(init.node) if init is not None else ""
+        plain = [b for b in bases if "." not in b]
+        found = project.resolve_class(where, plain[0]) if plain else None
+        hops -= 1
+    return None
 
 
 def _single_process_arm(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
