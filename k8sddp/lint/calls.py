@@ -54,7 +54,10 @@ _FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
 
 
 def shown(f: FuncInfo) -> str:
-    """How a call of ``f`` is named in a message: a constructor by its class (``Logger()``)."""
+    """How a call of ``f`` is named in a message: a constructor by its class (``Logger()``), an
+    instance's ``__call__`` by its class too (``EarlyStopping.__call__()``)."""
+    if f.cls and f.name == "__call__":
+        return f"{f.cls}.__call__"
     return f.cls if f.name == "__init__" and f.cls else f.name
 
 

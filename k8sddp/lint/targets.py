@@ -33,6 +33,10 @@ class TargetMixin(ExprEval):
         if isinstance(func, ast.Name):
             if (self.func.nested or self.func.parent) and (inner := nested_target(self.func, func.id, func.lineno)):
                 return inner, False  # a function defined in this one, or in an enclosing one
+            if func.id in self.instances:  # `early_stopping(loss, model, path)`: its class's __call__
+                call = self.method_of(self.instances[func.id], "__call__")
+                if call is not None:
+                    return call, True
             if func.id in self.env or func.id in self.locals_:
                 return None, False
             f = proj.resolve_function(self.mod, func.id)
