@@ -125,6 +125,8 @@ class Analyzer(LookupMixin):
     def __init__(self, project: Project) -> None:
         self.project = project
         self.summaries: dict[str, Summary] = {}
+        #: per module path, its module-level names bound once to a project class instance (targets.py)
+        self.global_instances: dict[str, dict[str, tuple[Module, str]]] = {}
         self.param_vals: dict[str, dict[str, Val]] = {}
         self.callsites: dict[str, list[CallSite]] = {}
         self.class_attrs: dict[tuple[str, str], dict[str, Val]] = {}

@@ -63,6 +63,7 @@ class LookupMixin:
         if f.key not in self._overridden:
             self._overridden[f.key] = bool(f.cls) and any(
                 f.cls in {b.split(".")[-1] for b in bases} and f.name in mod.classes.get(cname, {})
+                and not (mod is f.module and cname == f.cls)  # `class Logger(logging.Logger)` is not its own subclass
                 for mod in self.all_modules() for cname, bases in mod.class_bases.items())
         return self._overridden[f.key]
 

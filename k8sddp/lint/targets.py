@@ -62,6 +62,8 @@ class TargetMixin(ExprEval):
                 return self.method_of(self.instances[owner], func.attr), True
             if owner in self.env or owner in self.locals_:
                 return None, False
+            if (cls := self.global_instance(owner)) is not None:  # MiniMA's module-level `logger = Logger()`
+                return self.method_of(cls, func.attr), True
             target = proj.resolve_module_alias(self.mod, owner)
             if target is not None and func.attr in target.functions:
                 return target.functions[func.attr], False
@@ -106,6 +108,26 @@ class TargetMixin(ExprEval):
             self.instances[key] = cls
         else:
             self.instances.pop(key, None)
+
+    def global_instance(self, name: str) -> tuple[Module, str] | None:
+        """The project class (module, class name) of a module-level name that the module's top
+        level binds once, to a call of that class (``logger = Logger()``), else ``None``."""
+        table = self.an.global_instances.get(self.mod.path)
+        if table is None:
+            bound: dict[str, list[ast.expr]] = {}
+            for st in self.mod.tree.body:
+                if isinstance(st, ast.Assign):
+                    for t in st.targets:
+                        if isinstance(t, ast.Name):
+                            bound.setdefault(t.id, []).append(st.value)
+            table = {}
+            for key, values in bound.items():
+                v = values[0]
+                if len(values) == 1 and isinstance(v, ast.Call) and isinstance(v.func, ast.Name):
+                    if (cls := self.an.project.resolve_class(self.mod, v.func.id)) is not None:
+                        table[key] = cls
+            self.an.global_instances[self.mod.path] = table
+        return table.get(name)
 
     def method_of(self, cls: tuple[Module, str], name: str) -> FuncInfo | None:
         """Method ``name`` of project class ``cls`` (module, class name), looked up in its bases too."""
