@@ -226,7 +226,8 @@ def main() -> int:
               "fresh12": "held back, twelfth batch (four more labellers, four more domains, linted once at the end)",
               "fresh13": "held back, thirteenth batch (four more labellers, four more domains, linted first by fedf9b7)",
               "fresh14": "held back, fourteenth batch (four more labellers, four more domains, linted first by 2884d3f)",
-              "fresh15": "held back, fifteenth batch (four more labellers, four more domains, linted first by fbbe934's linter)"}
+              "fresh15": "held back, fifteenth batch (four more labellers, four more domains, linted first by fbbe934's linter)",
+              "fresh16": "held back, sixteenth batch (four more labellers, four more domains, linted first by c85fd4c)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
