@@ -207,6 +207,7 @@ RANK_FUNCTIONS: dict[str, str] = {
 RANK_ATTRIBUTES: dict[str, str] = {
     "rank": "rank", "global_rank": "rank", "process_index": "rank", "local_rank": "local",
     "local_process_index": "local", "RANK": "rank", "LOCAL_RANK": "local",  # yacs configs: cfg.RANK
+    "GLOBAL_RANK": "rank", "world_rank": "rank", "WORLD_RANK": "rank",  # Grendel-GS's utils.GLOBAL_RANK
     # the node's index: true on every process of that node (`args.nr` of the widely copied DDP
     # tutorial, `rank = args.nr * args.gpus + gpu`; Accelerate's machine_rank; torchrun's group rank)
     "node_rank": "other", "nr": "other", "node_id": "other", "machine_rank": "other", "group_rank": "other",

@@ -117,7 +117,7 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
     # one walk for every rule of this module: the calls, f-strings and assignments it holds
     nodes = [n for n in mod.nodes() if isinstance(n, (ast.Call, ast.JoinedStr, ast.Assign))]
     if setup:
-        out.extend(check_setup(mod, nodes))
+        out.extend(check_setup(mod, nodes, project))
     if not misc:
         return out
     gpu = any(m in src for m in K.GPU_MARKERS)

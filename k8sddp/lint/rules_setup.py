@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from . import knowledge as K
 from .events import Raw, at
-from .project import Module, dotted
+from .project import Module, Project, dotted
 
 __all__ = ["check_setup"]
 
@@ -94,15 +94,42 @@ def _params_given_global_rank(mod: Module, nodes: Sequence[ast.AST]) -> set[str]
     return out
 
 
-def check_setup(mod: Module, nodes: Sequence[ast.AST]) -> list[Raw]:
-    """KDP511/513 findings of one module; ``nodes`` are its calls, f-strings and assignments."""
+def _returned_global_ranks(project: Project | None, mod: Module, node: ast.Assign) -> set[str]:
+    """The names ``a, b, c = setup(...)`` binds to the global rank, where ``setup`` is a project
+    function whose every ``return`` is a tuple holding, at that position, a global rank source or
+    a name its body binds once to one (EfficientMoE's ``rank, device, seed = setup_ddp0(cfg)``,
+    returning ``rank = dist.get_rank()``)."""
+    target, call = node.targets[0], node.value
+    if project is None or not isinstance(target, ast.Tuple) or not isinstance(call, ast.Call) \
+            or not isinstance(call.func, ast.Name):
+        return set()
+    f = project.resolve_function(mod, call.func.id)
+    if f is None:
+        return set()
+    bound: dict[str, list[ast.expr]] = {}
+    for a in ast.walk(f.node):
+        if isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Name):
+            bound.setdefault(a.targets[0].id, []).append(a.value)
+    ranks = {n for n, vs in bound.items() if len(vs) == 1 and _global_rank_source(vs[0], set())}
+    rets = [r.value for r in ast.walk(f.node) if isinstance(r, ast.Return)]
+    if not rets or any(not isinstance(r, ast.Tuple) or len(r.elts) != len(target.elts) for r in rets):
+        return set()
+    return {ast.unparse(t) for i, t in enumerate(target.elts)
+            if all(_global_rank_source(r.elts[i], ranks) for r in rets if isinstance(r, ast.Tuple))}
+
+
+def check_setup(mod: Module, nodes: Sequence[ast.AST], project: Project | None = None) -> list[Raw]:
+    """KDP511/513 findings of one module; ``nodes`` are its calls, f-strings and assignments;
+    ``project`` resolves the module's calls of project functions (the global rank they return)."""
     out: list[Raw] = []
     src = mod.source
     names: set[str] = set()
-    if "RANK" in src or "get_rank" in src or "PROCID" in src:
+    if "RANK" in src or "get_rank" in src or "PROCID" in src or project is not None:
         for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
                 names.add(ast.unparse(node.targets[0]))
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                names |= _returned_global_ranks(project, mod, node)
         names |= _params_given_global_rank(mod, nodes)
     for node in nodes:
         if isinstance(node, ast.JoinedStr):
