@@ -95,6 +95,7 @@ class Module:
         functions: top-level function name -> info.
         classes: class name -> {method name -> info}.
         class_bases: class name -> dotted names of its bases.
+        stars: the (module, level) of each ``from module import *``.
         body: the module body as a pseudo-function.
         linted: True when the file was named (directly or by folder) on the command line.
     """
@@ -107,6 +108,7 @@ class Module:
     functions: dict[str, FuncInfo] = dataclasses.field(default_factory=dict)
     classes: dict[str, dict[str, FuncInfo]] = dataclasses.field(default_factory=dict)
     class_bases: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    stars: list[tuple[str, int]] = dataclasses.field(default_factory=list)
     body: FuncInfo | None = None
     linted: bool = True
     _nodes: list[ast.AST] | None = dataclasses.field(default=None, repr=False)
@@ -218,6 +220,7 @@ def build_module(path: str, source: str, tree: ast.Module, *, linted: bool = Tru
             base = node.module or ""
             for a in node.names:
                 if a.name == "*":
+                    mod.stars.append((base, node.level))
                     continue
                 local = a.asname or a.name
                 mod.aliases[local] = f"{base}.{a.name}" if base else a.name
@@ -467,6 +470,16 @@ class Project:
             t2 = self.resolve_import(target, b2, l2)
             if t2 is not None and o2 in t2.functions:
                 return t2.functions[o2]
+        found = self.star_source(target, orig)  # a package `__init__`'s `from .utils import *`
+        return found.functions[orig] if found is not None and orig in found.functions else None
+
+    def star_source(self, mod: Module, name: str) -> Module | None:
+        """The project module one of ``mod``'s ``from X import *`` brings ``name`` from (a function
+        or class defined there; LibFewShot's ``core/utils/__init__.py``: ``from .utils import *``)."""
+        for base, level in mod.stars:
+            target = self.resolve_import(mod, base, level)
+            if target is not None and target is not mod and (name in target.functions or name in target.classes):
+                return target
         return None
 
     def resolve_module_alias(self, mod: Module, name: str) -> Module | None:
@@ -494,4 +507,6 @@ class Project:
             return None
         if origin[2] in target.classes:
             return target, origin[2]
+        if (star := self.star_source(target, origin[2])) is not None and origin[2] in star.classes:
+            return star, origin[2]
         return self.resolve_class(target, origin[2], hops - 1) if hops > 0 else None
