@@ -55,6 +55,16 @@ def _returned_names(func: FuncNode) -> set[str]:
     return out
 
 
+def _returned_loader_of(func: FuncNode, holders: set[str]) -> bool:
+    """``return DataLoader(ds, sampler=sampler)`` with ``sampler`` one of ``holders``."""
+    for n in ast.walk(func):
+        if isinstance(n, ast.Return) and isinstance(n.value, ast.Call):
+            for k in n.value.keywords:
+                if k.arg == "sampler" and isinstance(k.value, (ast.Name, ast.Attribute)) and ast.unparse(k.value) in holders:
+                    return True
+    return False
+
+
 def escape_of(node: ast.Call, shuffle: ast.expr | None, holders: set[str],
               parents: dict[ast.AST, ast.AST]) -> Escape | None:
     """How the sampler built by ``node`` leaves its function, or ``None`` when it does not.
@@ -71,7 +81,7 @@ def escape_of(node: ast.Call, shuffle: ast.expr | None, holders: set[str],
     p = parents.get(node)
     returned = isinstance(p, ast.Return) or (isinstance(p, ast.keyword) and isinstance(parents.get(p), ast.Call)
                                             and isinstance(parents.get(parents[p]), ast.Return))
-    if not returned and not holders & _returned_names(func):
+    if not returned and not holders & _returned_names(func) and not _returned_loader_of(func, holders):
         return None
     params = {a.arg for a in func.args.args + func.args.kwonlyargs}
     if isinstance(shuffle, ast.Name):
@@ -99,11 +109,24 @@ def _calls_of(project: Project, mod: Module, func: FuncNode) -> Iterator[tuple[M
                     yield m, n
 
 
+def _method_calls(mod: Module, func: FuncNode) -> Iterator[tuple[Module, ast.Call]]:
+    """Every ``self.<name>(...)`` call of method ``func`` in the methods of its class (a top-level
+    class of ``mod``): timesfm's ``self._create_dataloader(train_dataset, is_train=True)``."""
+    for cls in mod.tree.body:
+        if isinstance(cls, ast.ClassDef) and any(s is func for s in cls.body):
+            for n in ast.walk(cls):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == func.name \
+                        and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+                    yield mod, n
+
+
 def _shuffles(call: ast.Call, func: FuncNode, param: str) -> bool:
     """True when ``call`` passes ``True`` for ``param`` (or leaves its default ``True``)."""
     if not param:
         return True
     names = [a.arg for a in func.args.args]
+    if names[:1] == ["self"] and isinstance(call.func, ast.Attribute):
+        names = names[1:]  # `self.method(...)`: the first argument is the second parameter
     for k in call.keywords:
         if k.arg == param:
             return isinstance(k.value, ast.Constant) and k.value.value is True
@@ -137,13 +160,21 @@ def escaped_without_set_epoch(
 ) -> bool:
     """True when some call of ``esc.func`` builds a shuffling sampler, and no call that does
     reaches ``set_epoch`` with it (``sets_epoch(caller module, names at the call site)``)."""
-    if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s is esc.func for s in mod.tree.body):
-        return False  # a method or a nested function: its callers are not found by name
-    shuffling = [(m, c) for m, c in _calls_of(project, mod, esc.func) if _shuffles(c, esc.func, esc.shuffle_param)]
+    if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s is esc.func for s in mod.tree.body):
+        calls = list(_calls_of(project, mod, esc.func))
+    else:  # a method: its `self.` calls in its class; a nested function's callers are not found by name
+        calls = list(_method_calls(mod, esc.func))
+        if not calls:
+            return False
+    shuffling = [(m, c) for m, c in calls if _shuffles(c, esc.func, esc.shuffle_param)]
     if not shuffling:
         return False
     for m, c in shuffling:
-        names = _site_names(c, parent_map(m.tree, m.nodes()))
+        parents = parent_map(m.tree, m.nodes())
+        names = _site_names(c, parents)
         if not names or sets_epoch(m, names):
             return False
+        encl = _enclosing(c, parents)
+        if encl is not None and (names & _returned_names(encl) or _returned_loader_of(encl, names)):
+            return False  # handed on again (LOMO's get_train_dataloader): set_epoch is further out
     return True
