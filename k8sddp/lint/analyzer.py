@@ -27,6 +27,7 @@ from .events import (
     forward_params,
     is_checkpoint,
     rank0_checkpoint,
+    rebound,
 )
 from .flow import Walker
 from .keyed import join_keys
@@ -101,10 +102,11 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     """The writes of a walked function that its call sites judge (see :func:`delegated`)."""
     out: list[WriteSum] = []
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
+    again = rebound(w.func.node, params) if w.events else frozenset()
     for e in w.events:
-        how = delegated(e, params, w.entry_mask)
+        how = delegated(e, params, w.entry_mask, again=again)
         if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):
-            how = delegated(e, params, w.entry_mask, inside=True)
+            how = delegated(e, params, w.entry_mask, inside=True, again=again)
         if how is None:
             continue
         param = e.path.id if how == "param" and isinstance(e.path, ast.Name) else None

@@ -241,6 +241,11 @@ class IOMixin(ExprEval):
                 self.io_event("write0", last, node, arg_of(node, 1, "f"))
             return
         path: ast.expr | None = None
+        if q == "logging.basicConfig":  # a log file only with filename= (SAM-Med3D, HAWQ)
+            path = arg_of(node, -1, "filename")
+            if path is not None:
+                self.io_event("write", q, node, path)
+            return
         if q in K.WRITE_CALLS:
             idx, name = K.WRITE_CALLS[q]
             path = arg_of(node, idx, name)

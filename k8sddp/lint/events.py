@@ -11,7 +11,7 @@ import dataclasses
 
 from .values import ALL, Val, Z
 
-__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rank0_checkpoint"]
+__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rebound", "rank0_checkpoint"]
 
 
 @dataclasses.dataclass
@@ -120,7 +120,15 @@ class WriteSum:
 _PER_RANK_KINDS = ("rank", "local", "other", "modrank")
 
 
-def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False) -> str | None:
+def rebound(func: ast.AST, params: tuple[str, ...]) -> frozenset[str]:
+    """The parameters ``func``'s body assigns again (icefall's ``log_filename =
+    f"{log_filename}-{date_time}-{rank}"``)."""
+    out = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return frozenset(out & set(params))
+
+
+def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False,
+              again: frozenset[str] = frozenset()) -> str | None:
     """Whether a write event of a function is judged at its call sites: ``"param"`` when its
     path is a parameter, ``"derived"`` when it runs unguarded to a path built from parameters
     (``os.path.join(args.output_dir, "config.yaml")``), in both cases unless ``inside`` (the
@@ -135,7 +143,8 @@ def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool =
         return None
     pv = e.path_val
     if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker" and not inside \
-            and not (pv is not None and pv.kind in _PER_RANK_KINDS and pv.params != {e.path.id}):  # `p = f"{p}-{rank}"`
+            and not (pv is not None and pv.kind in _PER_RANK_KINDS
+                     and (pv.params != {e.path.id} or e.path.id in again)):  # `p = f"{p}-{rank}"`
         return "param"
     unguarded = e.mask == entry_mask and e.many is None and e.cause is None
     if (unguarded and not inside and pv is not None and e.kind != "tracker" and pv.rank is None

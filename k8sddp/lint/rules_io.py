@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from .analyzer import Context
-from .events import Event, Raw, at, cond_text, delegated, is_checkpoint
+from .events import Event, Raw, at, cond_text, delegated, is_checkpoint, rebound
 from .flow import Walker
 from .scopes import exclusive_arms
 from .treewalk import walk_lean
@@ -158,15 +158,16 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     out: list[Raw] = []
     mod_path = w.mod.path
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
+    again = rebound(w.func.node, params)
     runs_collectives = any(e.kind == "coll" for e in w.events)
     summ = w.an.summaries.get(w.func.key)
     at_calls = ctx.called and summ is not None and bool(summ.writes)  # its calls name this function's writes
     for e in w.events:
         if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None:
             continue
-        how = delegated(e, params, w.entry_mask)
+        how = delegated(e, params, w.entry_mask, again=again)
         if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):
-            how = delegated(e, params, w.entry_mask, inside=True)
+            how = delegated(e, params, w.entry_mask, inside=True, again=again)
         if how == "derived" and runs_collectives and entry:
             how = "fixed"  # `main(args)`: see CallMixin.project_call
         if how in ("param", "derived") and hook:
