@@ -70,6 +70,8 @@ def read_table(path: Path = TABLE) -> tuple[list[dict[str, str]], dict[Key, str]
 def checkout(mirror: Path, cache: Path, repo: str, commit: str) -> Path | str:
     """The folder holding ``repo`` at ``commit`` (exported once into ``cache``), or why not."""
     git_dir = mirror / repo.replace("/", "+") / "repo"
+    if (git_dir / ".git").is_dir():  # a mirror fetched with a work tree: its repository is below
+        git_dir = git_dir / ".git"
     if not git_dir.is_dir():
         return f"no mirror at {git_dir}"
     dest = cache / f"{repo.replace('/', '+')}@{commit[:12]}"
@@ -227,7 +229,8 @@ def main() -> int:
               "fresh13": "held back, thirteenth batch (four more labellers, four more domains, linted first by fedf9b7)",
               "fresh14": "held back, fourteenth batch (four more labellers, four more domains, linted first by 2884d3f)",
               "fresh15": "held back, fifteenth batch (four more labellers, four more domains, linted first by fbbe934's linter)",
-              "fresh16": "held back, sixteenth batch (four more labellers, four more domains, linted first by c85fd4c)"}
+              "fresh16": "held back, sixteenth batch (four more labellers, four more domains, linted first by c85fd4c)",
+              "fresh17": "held back, seventeenth batch (four more labellers, four more domains, linted first by 351404a)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
