@@ -450,13 +450,17 @@ class Project:
             self._install_root = found
         return self._install_root if isinstance(self._install_root, Path) else None
 
-    def resolve_function(self, mod: Module, name: str) -> FuncInfo | None:
+    def resolve_function(self, mod: Module, name: str, depth: int = 2) -> FuncInfo | None:
         """The project function that the bare name ``name`` refers to in ``mod``: defined there, or
-        imported from a project module (one hop of re-export followed)."""
+        imported from a project module (one hop of re-export followed), or brought by one of its
+        ``from pkg import *`` (EfficientFormer's ``from util import *``; ``depth`` such hops)."""
         if name in mod.functions:
             return mod.functions[name]
         origin = mod.imported_from.get(name)
         if origin is None:
+            for target in self._star_targets(mod) if depth > 0 else ():
+                if (found := self.resolve_function(target, name, depth - 1)) is not None:
+                    return found
             return None
         base, level, orig = origin
         target = self.resolve_import(mod, base, level)
@@ -473,24 +477,27 @@ class Project:
         found = self.star_source(target, orig)  # a package `__init__`'s `from .utils import *`
         return found.functions[orig] if found is not None and orig in found.functions else None
 
+    def _star_targets(self, mod: Module) -> list[Module]:
+        found = (self.resolve_import(mod, base, level) for base, level in mod.stars)
+        return [t for t in found if t is not None and t is not mod]
+
     def star_source(self, mod: Module, name: str) -> Module | None:
         """The project module one of ``mod``'s ``from X import *`` brings ``name`` from (a function
         or class defined there; LibFewShot's ``core/utils/__init__.py``: ``from .utils import *``)."""
-        for base, level in mod.stars:
-            target = self.resolve_import(mod, base, level)
-            if target is not None and target is not mod and (name in target.functions or name in target.classes):
-                return target
-        return None
+        return next((t for t in self._star_targets(mod) if name in t.functions or name in t.classes), None)
 
-    def resolve_module_alias(self, mod: Module, name: str) -> Module | None:
+    def resolve_module_alias(self, mod: Module, name: str, depth: int = 2) -> Module | None:
         """The project module bound to the local name ``name`` (``import utils``,
-        ``from . import dist_utils``), or ``None``."""
+        ``from . import dist_utils``, or a star import of a package that binds it), or ``None``."""
         if name in mod.imported_from:
             base, level, orig = mod.imported_from[name]
             joined = f"{base}.{orig}" if base else orig
             return self.resolve_import(mod, joined, level)
         full = mod.aliases.get(name)
         if full is None:
+            for target in self._star_targets(mod) if depth > 0 else ():
+                if (found := self.resolve_module_alias(target, name, depth - 1)) is not None:
+                    return found
             return None
         return self.resolve_import(mod, full, 0)
 
