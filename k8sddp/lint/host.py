@@ -12,7 +12,7 @@ import ast
 from typing import Any, Protocol
 
 from .events import Summary
-from .project import FuncInfo, Project
+from .project import FuncInfo, Module, Project
 from .scopes import NodeFacts
 from .values import Val
 
@@ -30,6 +30,8 @@ class Host(Protocol):
     module_env: dict[str, dict[str, Val]]
     init_facts: dict[str, bool]
     launched: set[str]
+    #: per module path, its module-level names bound once to a project class instance
+    global_instances: dict[str, dict[str, tuple[Module, str]]]
     #: per-node syntactic facts, computed once per lint run
     facts: NodeFacts
 

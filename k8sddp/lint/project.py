@@ -18,6 +18,7 @@ import stat
 import tokenize
 from pathlib import Path
 
+from .syspath import own_package_anchors
 from .treewalk import dotted, walk, walk_lean, walk_statements
 
 __all__ = ["FuncInfo", "Module", "Project", "dotted"]
@@ -377,6 +378,7 @@ class Project:
                 # up, and nothing is packaged): the folders above the root
                 anchors.extend(str(up) for up in self.repo_parents())
             anchors.extend(self.syspath_anchors())
+            anchors.extend(own_package_anchors(here, rel))
         for a in anchors:
             c = os.path.join(a, rel) if rel else a
             if base and _is_file(c + ".py"):
@@ -451,16 +453,15 @@ class Project:
         return self._install_root if isinstance(self._install_root, Path) else None
 
     def resolve_function(self, mod: Module, name: str, depth: int = 2) -> FuncInfo | None:
-        """The project function that the bare name ``name`` refers to in ``mod``: defined there, or
-        imported from a project module (one hop of re-export followed), or brought by one of its
-        ``from pkg import *`` (EfficientFormer's ``from util import *``; ``depth`` such hops)."""
+        """The project function the bare name ``name`` is in ``mod``: defined there, imported (one
+        hop of re-export followed), or from a ``from pkg import *`` (``depth`` such hops)."""
         if name in mod.functions:
             return mod.functions[name]
         origin = mod.imported_from.get(name)
         if origin is None:
-            for target in self._star_targets(mod) if depth > 0 else ():
-                if (found := self.resolve_function(target, name, depth - 1)) is not None:
-                    return found
+            for star in self._star_targets(mod) if depth > 0 else ():
+                if (hit := self.resolve_function(star, name, depth - 1)) is not None:
+                    return hit
             return None
         base, level, orig = origin
         target = self.resolve_import(mod, base, level)
@@ -474,8 +475,8 @@ class Project:
             t2 = self.resolve_import(target, b2, l2)
             if t2 is not None and o2 in t2.functions:
                 return t2.functions[o2]
-        found = self.star_source(target, orig)  # a package `__init__`'s `from .utils import *`
-        return found.functions[orig] if found is not None and orig in found.functions else None
+        src = self.star_source(target, orig)  # a package `__init__`'s `from .utils import *`
+        return src.functions[orig] if src is not None and orig in src.functions else None
 
     def _star_targets(self, mod: Module) -> list[Module]:
         found = (self.resolve_import(mod, base, level) for base, level in mod.stars)
@@ -495,9 +496,9 @@ class Project:
             return self.resolve_import(mod, joined, level)
         full = mod.aliases.get(name)
         if full is None:
-            for target in self._star_targets(mod) if depth > 0 else ():
-                if (found := self.resolve_module_alias(target, name, depth - 1)) is not None:
-                    return found
+            for star in self._star_targets(mod) if depth > 0 else ():
+                if (alias := self.resolve_module_alias(star, name, depth - 1)) is not None:
+                    return alias
             return None
         return self.resolve_import(mod, full, 0)
 
@@ -515,5 +516,5 @@ class Project:
         if origin[2] in target.classes:
             return target, origin[2]
         if (star := self.star_source(target, origin[2])) is not None and origin[2] in star.classes:
-            return star, origin[2]
+            return star, origin[2]  # a package's `from .x import *`
         return self.resolve_class(target, origin[2], hops - 1) if hops > 0 else None

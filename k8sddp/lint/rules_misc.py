@@ -127,7 +127,7 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
     for node in nodes:
         if not isinstance(node, ast.Call):
             continue
-        own = ""
+        own, sub = "", None  # a project subclass of DataLoader: its __init__'s source
         q = dotted(node.func, mod.aliases) or ""
         last = q.split(".")[-1]
         if last == "init_process_group" and (q == last or q.startswith("torch.distributed")):
@@ -139,7 +139,8 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
                               "default 1800)", fix=("timeout", node)))
         elif (last in K.DATALOADER_DROP_INS and (q == last or q.startswith(K.DATALOADER_MODULES)
                                                  or "torch_geometric" in q.split("."))  # mace vendors PyG's loader
-              or (own := _loader_subclass(mod, project, node.func)) is not None):
+              or (sub := _loader_subclass(mod, project, node.func)) is not None):
+            own = sub or ""
             name = _assigned_name(node, parents)
             if name:
                 loaders[name] = node

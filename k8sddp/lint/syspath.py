@@ -26,7 +26,7 @@ class Module(Protocol):
     tree: ast.Module
     aliases: dict[str, str]
 
-__all__ = ["added_paths"]
+__all__ = ["added_paths", "own_package_anchors"]
 
 _PATH_FUNCS = ("os.path.dirname", "os.path.abspath", "os.path.realpath", "os.path.normpath",
                "os.path.join", "os.path.expanduser", "str", "pathlib.Path", "Path", "os.fspath")
@@ -165,4 +165,17 @@ def added_paths(mod: Module, cwd: str, imported: Callable[[str, int], Module | N
                 dep = imported(a.name, 0)
                 if dep is not None and dep is not mod:
                     out.extend(added_paths(dep, cwd))
+    return out
+
+
+def own_package_anchors(here: str, rel: str, depth: int = 4) -> list[str]:
+    """Import roots for ``rel`` (``training/data``, an absolute import as a path) seen from the
+    folder ``here``: the folder above each of ``here``'s first ``depth`` folders named like the
+    import's package (``from training.data import ...`` in ``.../laion_clap/training/main.py``
+    is found from ``.../laion_clap``, CLAP's layout)."""
+    head, up, out = rel.split("/")[0], here, []
+    for _ in range(depth):
+        if os.path.basename(up) == head:
+            out.append(os.path.dirname(up))
+        up = os.path.dirname(up)
     return out

@@ -123,9 +123,9 @@ class TargetMixin(ExprEval):
             table = {}
             for key, values in bound.items():
                 v = values[0]
-                if len(values) == 1 and isinstance(v, ast.Call) and isinstance(v.func, ast.Name):
-                    if (cls := self.an.project.resolve_class(self.mod, v.func.id)) is not None:
-                        table[key] = cls
+                if len(values) == 1 and isinstance(v, ast.Call) and isinstance(v.func, ast.Name) \
+                        and (cls := self.an.project.resolve_class(self.mod, v.func.id)) is not None:
+                    table[key] = cls
             self.an.global_instances[self.mod.path] = table
         return table.get(name)
 

@@ -94,3 +94,13 @@ def test_sys_path_forms_read_statically(tmp_path: Path) -> None:
     proj.add(build_module(str(script), src, ast.parse(src)))
     assert proj.syspath_anchors() == [str((repo / "src").resolve()), str((repo / "third_party" / "net").resolve()),
                                       str(repo.resolve())]
+
+
+def test_a_package_named_by_the_scripts_own_folder() -> None:
+    """``from training.checkpoint import ...`` in ``src/clap/training/main.py`` linted alone (CLAP's
+    layout): the package is the folder the script sits in, found from the folder above it, which
+    neither the lint root nor the installable root (with ``pyproject.toml``) is."""
+    script = (Path(__file__).parent / "fixtures" / "KDP512" / "fail" / "package_named_by_its_own_folder"
+              / "src" / "clap" / "training" / "main.py")
+    expected = expected_in_file(script, str(script))
+    assert expected and _found(script) == expected
