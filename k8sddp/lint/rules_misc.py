@@ -264,9 +264,28 @@ def _sets_epoch(mod: Module, project: Project, names: set[str], receivers: set[s
     """True when ``set_epoch`` is called in ``mod`` on one of ``names`` (or its ``.sampler``, or on
     a bare ``sampler``), or one of them is passed to a project function or class that calls it."""
     rs = _epoch_receivers(mod) if receivers is None else receivers
+    names = _holders(mod, names)
     if any(r in names or (r.endswith(".sampler") and r[: -len(".sampler")] in names) or r == "sampler" for r in rs):
         return True
     return _passed_to_set_epoch(mod, project, names)
+
+
+def _holders(mod: Module, names: set[str], rounds: int = 2) -> set[str]:
+    """``names`` and what holds them in ``mod``: a loader built with ``sampler=`` one of them, a
+    name bound to one of them or to a choice between them (HRNet's ``current_trainloader =
+    trainloader if ... else extra_trainloader`` ... ``current_trainloader.sampler.set_epoch``)."""
+    out = set(names)
+    for _ in range(rounds):
+        for n in mod.nodes():
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
+                continue
+            v = n.value
+            held = (isinstance(v, ast.Call) and any(k.arg == "sampler" and ast.unparse(k.value) in out for k in v.keywords)) \
+                or (isinstance(v, (ast.Name, ast.IfExp, ast.BoolOp))
+                    and any(isinstance(x, ast.Name) and x.id in out for x in ast.walk(v)))
+            if held:
+                out.add(n.targets[0].id)
+    return out
 
 
 def _calls_set_epoch(node: ast.AST) -> bool:
