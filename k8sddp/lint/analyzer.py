@@ -102,7 +102,7 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     """The writes of a walked function that its call sites judge (see :func:`delegated`)."""
     out: list[WriteSum] = []
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
-    again = rebound(w.func.node, params) if w.events else frozenset()
+    again = rebound(w.func.node, params, w.events)
     for e in w.events:
         how = delegated(e, params, w.entry_mask, again=again)
         if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):

@@ -120,11 +120,15 @@ class WriteSum:
 _PER_RANK_KINDS = ("rank", "local", "other", "modrank")
 
 
-def rebound(func: ast.AST, params: tuple[str, ...]) -> frozenset[str]:
+def rebound(func: ast.AST, params: tuple[str, ...], events: list[Event]) -> frozenset[str]:
     """The parameters ``func``'s body assigns again (icefall's ``log_filename =
-    f"{log_filename}-{date_time}-{rank}"``)."""
+    f"{log_filename}-{date_time}-{rank}"``), among those a write of ``events`` names as its path
+    (the body is walked only when there is one)."""
+    named = {e.path.id for e in events if e.kind in ("write", "tracker", "cwrite") and isinstance(e.path, ast.Name)}
+    if not named & set(params):
+        return frozenset()
     out = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    return frozenset(out & set(params))
+    return frozenset(out & named & set(params))
 
 
 def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False,

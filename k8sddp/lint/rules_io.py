@@ -158,7 +158,7 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     out: list[Raw] = []
     mod_path = w.mod.path
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
-    again = rebound(w.func.node, params)
+    again = rebound(w.func.node, params, w.events)
     runs_collectives = any(e.kind == "coll" for e in w.events)
     summ = w.an.summaries.get(w.func.key)
     at_calls = ctx.called and summ is not None and bool(summ.writes)  # its calls name this function's writes

@@ -212,11 +212,12 @@ def _check_set_epoch(
 
 
 def _loader_subclass(mod: Module, project: Project, func: ast.expr, hops: int = 3) -> str | None:
-    """When ``func`` names a project class that subclasses a ``DataLoader`` (YOLOP's ``DataLoaderX``
-    adding a background prefetch thread, ReLoRA's ``SkipDataLoader``), the source of its
+    """When ``func`` names a project class that subclasses a ``DataLoader`` and says so in its name
+    (YOLOP's ``DataLoaderX`` adding a background prefetch thread, ReLoRA's ``SkipDataLoader``;
+    only such names are resolved, which keeps other calls cheap), the source of its
     ``__init__`` ("" without one: the loader's own keywords decide); else ``None``. An ``__init__``
     that names ``pin_memory`` or ``persistent_workers`` sets them itself."""
-    name = func.id if isinstance(func, ast.Name) else None
+    name = func.id if isinstance(func, ast.Name) and "loader" in func.id.lower() else None  # cheap first
     found = project.resolve_class(mod, name) if name else None
     while found is not None and hops > 0:
         where, cname = found
