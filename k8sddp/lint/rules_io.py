@@ -329,7 +329,7 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         if nxt.seq > wr.seq and _exits_between(w.func.node.body, wr.node, nxt.node):
             continue  # `return save(...)`: the writer leaves before that collective (DINOv2 eval-only)
         out.append(at("KDP512", wr.node,
-                      f"{wr.op}() runs on some ranks only, and every rank then enters {nxt.detail or nxt.op} "
+                      f"{wr.op}() writes on some ranks only, and every rank then enters {nxt.detail or nxt.op} "
                       f"(line {nxt.line}) with no barrier in between: the others wait there while the checkpoint "
                       "is written, and a write longer than the process-group timeout kills the job; add "
                       "dist.barrier() after the write (or fence it with k8sddp.runtime.Rank0IO)"))

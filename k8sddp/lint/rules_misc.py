@@ -115,7 +115,8 @@ def check_misc(mod: Module, project: Project) -> list[Raw]:
     if not misc and not setup:
         return out
     # one walk for every rule of this module: the calls, f-strings and assignments it holds
-    nodes = [n for n in mod.nodes() if isinstance(n, (ast.Call, ast.JoinedStr, ast.Assign))]
+    nodes = [n for n in mod.nodes() if isinstance(n, (ast.Call, ast.JoinedStr, ast.Assign))
+             or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) and isinstance(n.left, ast.Constant))]
     if setup:
         out.extend(check_setup(mod, nodes, project))
     if not misc:
@@ -273,7 +274,7 @@ def _sets_epoch(mod: Module, project: Project, names: set[str], receivers: set[s
 
 def _holders(mod: Module, names: set[str], rounds: int = 2) -> set[str]:
     """``names`` and what holds them in ``mod``: a loader built with ``sampler=`` one of them, a
-    name bound to one of them or to a choice between them (HRNet's ``current_trainloader =
+    name bound to one of them, to its ``.sampler``, or to a choice between them (HRNet's ``current_trainloader =
     trainloader if ... else extra_trainloader`` ... ``current_trainloader.sampler.set_epoch``)."""
     out = set(names)
     for _ in range(rounds):
@@ -283,7 +284,8 @@ def _holders(mod: Module, names: set[str], rounds: int = 2) -> set[str]:
             v = n.value
             held = (isinstance(v, ast.Call) and any(k.arg == "sampler" and ast.unparse(k.value) in out for k in v.keywords)) \
                 or (isinstance(v, (ast.Name, ast.IfExp, ast.BoolOp))
-                    and any(isinstance(x, ast.Name) and x.id in out for x in ast.walk(v)))
+                    and any(isinstance(x, ast.Name) and x.id in out for x in ast.walk(v))) \
+                or (isinstance(v, ast.Attribute) and v.attr == "sampler" and ast.unparse(v.value) in out)
             if held:
                 out.add(n.targets[0].id)
     return out

@@ -70,6 +70,29 @@ def _device_index(node: ast.Call, q: str) -> ast.expr | None:
     return None
 
 
+def _percent_index(node: ast.BinOp) -> ast.expr | None:
+    """``i`` of ``"cuda:%d" % i``."""
+    if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str) \
+            and node.left.value.endswith("cuda:%d") and isinstance(node.right, (ast.Name, ast.Attribute)):
+        return node.right
+    return None
+
+
+def _shadowed(mod: Module, node: ast.AST, index: ast.expr, given: set[str]) -> bool:
+    """``index`` is a name the innermost function around ``node`` takes as a parameter, one no
+    call in the file passes the global rank: the name read there is that parameter, not a
+    same-named global rank bound in another function."""
+    if not isinstance(index, ast.Name):
+        return False
+    line = getattr(node, "lineno", 0)
+    around = [f for f in mod.all_functions() if isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and f.node.lineno <= line <= (f.node.end_lineno or f.node.lineno)]
+    if not around:
+        return False
+    inner = max(around, key=lambda f: f.node.lineno if isinstance(f.node, ast.FunctionDef | ast.AsyncFunctionDef) else 0)
+    return index.id in inner.params and index.id not in given
+
+
 def _fstring_index(node: ast.JoinedStr) -> ast.expr | None:
     """``i`` of ``f"cuda:{i}"``."""
     parts = node.values
@@ -124,16 +147,20 @@ def check_setup(mod: Module, nodes: Sequence[ast.AST], project: Project | None =
     out: list[Raw] = []
     src = mod.source
     names: set[str] = set()
+    given: set[str] = set()
     if "RANK" in src or "get_rank" in src or "PROCID" in src or project is not None:
         for node in nodes:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and _global_rank_source(node.value, set()):
                 names.add(ast.unparse(node.targets[0]))
             elif isinstance(node, ast.Assign) and len(node.targets) == 1:
                 names |= _returned_global_ranks(project, mod, node)
-        names |= _params_given_global_rank(mod, nodes)
+        given = _params_given_global_rank(mod, nodes)
+        names |= given
     for node in nodes:
         if isinstance(node, ast.JoinedStr):
             index = _fstring_index(node)
+        elif isinstance(node, ast.BinOp):
+            index = _percent_index(node)
         elif isinstance(node, ast.Call):
             q = dotted(node.func, mod.aliases) or ""
             last = q.split(".")[-1]
@@ -149,7 +176,7 @@ def check_setup(mod: Module, nodes: Sequence[ast.AST], project: Project | None =
             index = _device_index(node, q)
         else:
             continue
-        if index is not None and _global_rank_source(index, names):
+        if index is not None and _global_rank_source(index, names) and not _shadowed(mod, node, index, given):
             out.append(at("KDP511", node,
                           f"the CUDA device index `{ast.unparse(index)}` is the global rank: on the second node it "
                           "names a GPU the node does not have (or one another process uses); use LOCAL_RANK "

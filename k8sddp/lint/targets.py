@@ -109,13 +109,15 @@ class TargetMixin(ExprEval):
         else:
             self.instances.pop(key, None)
 
-    def global_instance(self, name: str) -> tuple[Module, str] | None:
-        """The project class (module, class name) of a module-level name that the module's top
-        level binds once, to a call of that class (``logger = Logger()``), else ``None``."""
-        table = self.an.global_instances.get(self.mod.path)
+    def global_instance(self, name: str, mod: Module | None = None, hops: int = 2) -> tuple[Module, str] | None:
+        """The project class (module, class name) of a module-level name that ``mod``'s (this
+        module's) top level binds once, to a call of that class (``logger = Logger()``), or that
+        it imports from a module that does (``from log_utils import logger``); else ``None``."""
+        mod = mod or self.mod
+        table = self.an.global_instances.get(mod.path)
         if table is None:
             bound: dict[str, list[ast.expr]] = {}
-            for st in self.mod.tree.body:
+            for st in mod.tree.body:
                 if isinstance(st, ast.Assign):
                     for t in st.targets:
                         if isinstance(t, ast.Name):
@@ -124,10 +126,13 @@ class TargetMixin(ExprEval):
             for key, values in bound.items():
                 v = values[0]
                 if len(values) == 1 and isinstance(v, ast.Call) and isinstance(v.func, ast.Name) \
-                        and (cls := self.an.project.resolve_class(self.mod, v.func.id)) is not None:
+                        and (cls := self.an.project.resolve_class(mod, v.func.id)) is not None:
                     table[key] = cls
-            self.an.global_instances[self.mod.path] = table
-        return table.get(name)
+            self.an.global_instances[mod.path] = table
+        if name in table or hops == 0 or (origin := mod.imported_from.get(name)) is None:
+            return table.get(name)
+        target = self.an.project.resolve_import(mod, origin[0], origin[1])
+        return self.global_instance(origin[2], target, hops - 1) if target is not None and target is not mod else None
 
     def method_of(self, cls: tuple[Module, str], name: str) -> FuncInfo | None:
         """Method ``name`` of project class ``cls`` (module, class name), looked up in its bases too."""
