@@ -11,7 +11,7 @@ import dataclasses
 
 from .values import ALL, Val, Z
 
-__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rebound", "rank0_checkpoint"]
+__all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rank0_checkpoint", "rebound"]
 
 
 @dataclasses.dataclass
