@@ -74,7 +74,11 @@ def checkout(mirror: Path, cache: Path, repo: str, commit: str) -> Path | str:
         git_dir = git_dir / ".git"
     if not git_dir.is_dir():
         return f"no mirror at {git_dir}"
-    dest = cache / f"{repo.replace('/', '+')}@{commit[:12]}"
+    # inside a folder named like the repository, as `git clone` makes it: a repository that is
+    # itself a package (mae_st's `import mae_st.util.misc` at its root) resolves from there
+    # (under clones/: an export of the older layout, the repository's files straight in the
+    # commit's folder, may hold a folder of that name, which is not a complete clone)
+    dest = cache / "clones" / f"{repo.replace('/', '+')}@{commit[:12]}" / repo.split("/")[1]
     if (dest / _COMPLETE).exists():
         return dest
     # only the Python files and the files that mark a project root (the linter resolves imports
