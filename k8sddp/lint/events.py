@@ -280,7 +280,10 @@ def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
     for e in events:
         # a guarded write, or any write of a body only rank 0 runs (``@rank_zero_only``)
         on_zero = bool(e.mask & Z) and (e.kind == "write0" or e.mask != entry_mask or entry_mask != ALL)
-        if not is_checkpoint(e) or e.many is not None or not on_zero or e.fenced:
+        # an earlier exit of unknown shape (`if args.rank != 0 or epoch % k: return`) leaves the
+        # write on some of rank 0's runs: still rank 0 only (VICRegL's utils.checkpoint)
+        some = e.many is not None and not (e.cause_is_exit and e.many is e.cause)
+        if not is_checkpoint(e) or some or not on_zero or e.fenced:
             continue
         loop = e.loops[-1] if e.loops else None
         if any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops)) for c in events):
