@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .values import Val
 
 __all__ = [
-    "AssertRaise", "BranchWalker", "assert_facts", "bind_arms", "fact_flag", "fact_key", "known_flag", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
+    "AssertRaise", "BranchWalker", "assert_facts", "bind_arms", "fact_flag", "fact_key", "known_flag", "launcher_fallback", "note_init", "pair_arms", "return_case", "single_process_arm", "unwrap_arm", "walk_assert",
     "walk_match", "walk_try",
 ]
 
@@ -70,6 +70,7 @@ class BranchWalker(Protocol[_S]):
     loops: list[ast.AST]
     dist_depth: int
     dry_exit: ast.AST | None
+    solo: int
     dist_facts: dict[str, bool]
     fact_reads: set[str]
     an: Host
@@ -246,8 +247,10 @@ def walk_try(w: BranchWalker[_S], s: ast.Try) -> None:
     w.block(s.orelse)
     after_body = w.save()
     states = [after_body]
-    for h in s.handlers:
+    fallback = [launcher_fallback(s, h) for h in s.handlers]
+    for h, solo in zip(s.handlers, fallback, strict=True):
         w.restore(before)
+        w.solo += solo  # no distributed run takes it (its module-level stores are not the globals)
         if h.name:
             w.env[h.name] = UNIFORM
         dry = h.type is not None and runs_dry(h.type, w.mod.source)
@@ -260,10 +263,12 @@ def walk_try(w: BranchWalker[_S], s: ast.Try) -> None:
         w.dry_exit = outer_dry
         if dry:
             w.many, w.cause, w.cause_is_exit = before.many, before.cause, before.cause_is_exit
+        w.solo -= solo
         states.append(w.save())
     w.restore(after_body)
-    for st in states[1:]:
-        w.env = merge_envs(w.env, st.env)
+    for st, solo in zip(states[1:], fallback, strict=True):
+        if not solo:  # a launcher's fallback: a distributed run keeps the body's values
+            w.env = merge_envs(w.env, st.env)
         w.mask |= st.mask
     if w.mask == 0 and s.finalbody:
         w.mask = before.mask
@@ -281,6 +286,27 @@ def walk_match(w: BranchWalker[_S], s: ast.Match) -> None:
         w.block(case.body)
         masks |= w.mask
     w.mask = masks or before.mask
+
+
+_FALLBACK_ERRORS = frozenset({"KeyError", "ValueError", "TypeError", "Exception", "BaseException"})
+
+
+def launcher_fallback(s: ast.Try, h: ast.ExceptHandler) -> bool:
+    """Whether handler ``h`` of ``s`` is the fallback for a run without a launcher: the ``try``
+    body reads a launcher's rank variable with ``os.environ[...]`` (:data:`knowledge.RANK_ENV`)
+    and ``h`` catches the ``KeyError`` that raises where it is unset (bare, ``Exception``, or a
+    tuple naming one). insightface's arcface_torch: ``try: rank = int(os.environ["RANK"]) ...
+    except KeyError: rank = 0 ...``: in a distributed run the body's values hold after the ``try``."""
+    types = [] if h.type is None else (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type])
+    if types and not any(isinstance(t, ast.Name) and t.id in _FALLBACK_ERRORS for t in types):
+        return False
+    for st in s.body:
+        for n in ast.walk(st):
+            if (isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+                    and n.slice.value in K.RANK_ENV and isinstance(n.value, ast.Attribute)
+                    and n.value.attr == "environ"):
+                return True
+    return False
 
 
 class AssertRaise(ast.Raise):

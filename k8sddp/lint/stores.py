@@ -31,6 +31,7 @@ class Walker(Protocol):
     attr_stores: dict[str, Val]
     inst_stores: dict[tuple[str, str], dict[str, Val]]
     menv_stores: dict[str, Val]
+    solo: int
 
 
 def _put(table: dict[str, Val], name: str, val: Val) -> None:
@@ -47,5 +48,7 @@ def record_store(w: Walker, key: str, val: Val) -> None:
     elif rest and "." not in rest and "[" not in key and head in w.instances:  # learner.is_master = ...
         mod, cls = w.instances[head]
         _put(w.inst_stores.setdefault((mod.path, cls), {}), rest, val)
+    if w.solo:  # an arm no distributed run takes (a launcher's fallback): not what others read
+        return
     if (w.is_module and not rest and "[" not in key) or key in w.globals_:  # `global __rank` (scopes.global_names)
         w.menv_stores[key] = val
