@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from . import knowledge as K
 from .project import dotted
-from .treewalk import wrapper_test
+from .treewalk import node_offset, wrapper_test
 from .values import ALL, LZ, MANY, UNIFORM, N, Val, Z, classes_of, join, negate_kind, truth_kind
 
 if TYPE_CHECKING:
@@ -267,6 +267,8 @@ class ExprEval(abc.ABC):
         if key is not None and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str) \
                 and (attr := f"{env_key(node.value)}.{node.slice.value}") in self.env:
             return self.env[attr]  # cfg['x'] after cfg.x = ...
+        if isinstance(node.slice, ast.Constant) and node.slice.value in K.RANK_ATTRIBUTES:  # env_params["rank"]
+            return Val(rank=K.RANK_ATTRIBUTES[node.slice.value])
         base = self.expr(node.value)
         if isinstance(node.value, ast.Call) and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int \
                 and self.last_items is not None and self.last_items[0] is node.value \
@@ -285,6 +287,8 @@ class ExprEval(abc.ABC):
                 and any(isinstance(o, ast.BinOp) and isinstance(o.op, ast.Mult) and v.kind == "other"
                         for o, v in ((node.left, a), (node.right, b)))):
             return out.with_kind("rank")  # `node_rank * ngpus_per_node + gpu`: the global rank (MedSAM)
+        if isinstance(node.op, ast.Add) and "local" in kinds and (node_offset(node.left) or node_offset(node.right)):
+            return out.with_kind("rank")
         if isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)) and kinds <= {"rank", "local"}:
             return out.with_kind("rank" if ("rank" in kinds or (a.kind and b.kind)) else "local")
         if isinstance(node.op, ast.Mod) and (isinstance(node.left, ast.JoinedStr) or (

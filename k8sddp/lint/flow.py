@@ -36,6 +36,7 @@ from .exprs import env_key, item_key, kind_of_mask
 from .keyed import bind_keys, returned
 from .scopes import progress_wrapper, same_expr, spread
 from .stores import record_store
+from .treewalk import node_offset
 from .values import (
     ALL,
     MANY,
@@ -315,7 +316,8 @@ class Walker(CallMixin):
     def _s_AugAssign(self, s: ast.AugAssign) -> None:
         val = self.expr(s.value)
         cur = self.expr(s.target) if isinstance(s.target, (ast.Name, ast.Attribute)) else UNIFORM
-        self.assign(s.target, join(cur, val).data_only(), None)
+        out = join(cur, val).data_only()  # `args.local_rank += args.node_index * args.gpu_per_node`: the rank
+        self.assign(s.target, out.with_kind("rank") if cur.kind == "local" and node_offset(s.value) else out, None)
 
     def _s_Return(self, s: ast.Return) -> None:
         returned(self, s.value)  # lint/keyed.py
@@ -427,14 +429,14 @@ class Walker(CallMixin):
         a, b = results
         if cm == MANY and a.mask and b.mask:
             pair_arms(self.events, spans, before.many, before.cause, before.cause_is_exit)
-        if test.distflag and cm == ALL:  # distributed runs take one arm only
-            dist_arm = a if test.distflag > 0 else b
-            self.env = dict(dist_arm.env) if dist_arm.mask else merge_envs(a.env, b.env)
+        dist_arm = (a if test.distflag > 0 else b) if test.distflag and cm == ALL else None
+        if dist_arm is not None and dist_arm.mask:  # distributed runs take one arm only: its env and ranks
+            self.env = dict(dist_arm.env)
         else:
             # an arm that all-reduced wins under a uniform test too (`if sharded: all_reduce(x)`)
             self.env = merge_envs(a.env, b.env, prefer_synced=cm != MANY)
         bind_arms(self.env, raws, before.env, same, cm, bool(a.mask and b.mask), s, self.func.node)
-        self.mask = a.mask | b.mask
+        self.mask = dist_arm.mask if dist_arm is not None and dist_arm.mask else a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
         if cm == MANY or (partial and a.mask == 0):

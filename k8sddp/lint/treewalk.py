@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 
-__all__ = ["dotted", "parents", "walk", "walk_lean", "walk_statements", "wrapper_test"]
+from . import knowledge as K
+
+__all__ = ["dotted", "node_offset", "parents", "walk", "walk_lean", "walk_statements", "wrapper_test"]
 
 _AST = ast.AST
 #: fields that only ever hold identifiers, numbers, strings or constants, never nodes
@@ -132,3 +134,10 @@ def wrapper_test(test: ast.expr) -> tuple[ast.expr, bool] | None:
             inner.func.id == "isinstance" and ast.unparse(probe).split(".")[-1] in ("DistributedDataParallel", "DDP")):
         return inner.args[0], not negated
     return None
+
+
+def node_offset(node: ast.expr) -> bool:
+    """``args.node_index * args.gpu_per_node``: a product naming the node's index
+    (:data:`~k8sddp.lint.knowledge.NODE_INDEX_NAMES`); added to a local rank it makes the global rank (CodeXGLUE)."""
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
+        (dotted(n) or "").rsplit(".", 1)[-1] in K.NODE_INDEX_NAMES for n in (node.left, node.right))
