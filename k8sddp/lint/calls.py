@@ -344,8 +344,9 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             self.emit("coll", "dcp." + last, node, detail=f"the distributed checkpoint call {q.replace('torch.distributed.checkpoint', 'dcp')}()")
             return UNIFORM
         owner = _terminal(node.func.value) if isinstance(node.func, ast.Attribute) else ""
-        if owner == "dist" and not is_torch_dist and last in K.TORCH_COLLECTIVES:  # `args.dist = torch.distributed`
-            return self.torch_collective(node, last, kws)
+        # `args.dist = torch.distributed`; a library's own package of them (torchshard: `ts.distributed.gather`)
+        if owner in ("dist", "distributed") and not is_torch_dist and last in K.TORCH_COLLECTIVES:
+            return self.torch_collective(node, last, kws, "" if owner == "dist" else ast.unparse(node.func))
         if (owner == "hvd" or q.startswith("horovod.")) and last in K.HOROVOD_COLLECTIVES:
             tag = _arg(node, -1, "name")  # `hvd.allreduce(torch.tensor(0), name="barrier")`: the barrier idiom
             named = isinstance(tag, ast.Constant) and "barrier" in str(tag.value)

@@ -23,9 +23,10 @@ __all__ = ["CollectiveMixin"]
 class CollectiveMixin(IOMixin):
     """The collective half of the call classification (mixed into :class:`k8sddp.lint.calls.CallMixin`)."""
 
-    def torch_collective(self, node: ast.Call, last: str, kws: dict[str | None, Val]) -> Val:
+    def torch_collective(self, node: ast.Call, last: str, kws: dict[str | None, Val], shown: str = "") -> Val:
         """A ``torch.distributed`` collective: emit it (with its group's membership keys) and
-        apply its in-place result (uniform or per-rank)."""
+        apply its in-place result (uniform or per-rank); findings name it ``shown`` (a library's
+        own: ``ts.distributed.gather``), else ``dist.<last>``."""
         op = {"monitored_barrier": "barrier", "new_subgroups": "new_group",
               "new_subgroups_by_enumeration": "new_group"}.get(last, last)
         group_node = _arg(node, 0 if last in ("barrier", "monitored_barrier") else -1, "group")
@@ -33,7 +34,7 @@ class CollectiveMixin(IOMixin):
         if group_node is not None:
             keys.add(ast.unparse(group_node))
             keys |= self.expr(group_node).group
-        self.emit("coll", op, node, detail=f"dist.{last}()", group_keys=frozenset(keys))
+        self.emit("coll", op, node, detail=f"{shown or 'dist.' + last}()", group_keys=frozenset(keys))
         if last in K.UNIFORM_INPLACE:
             self.inplace(node, K.UNIFORM_INPLACE[last], None)
         elif last in K.RANKED_INPLACE:
