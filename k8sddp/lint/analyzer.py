@@ -34,7 +34,7 @@ from .keyed import join_keys
 from .lookups import LookupMixin
 from .project import FuncInfo, Module, Project, dotted
 from .quiet import Pair, enclosing_tests, forwards, quiet_pairs
-from .scopes import NodeFacts, local_names, loop_carried
+from .scopes import NodeFacts, local_names, loop_carried, wraps_param
 from .values import ALL, LZ, UNIFORM, Val, Z, join, join_items
 
 __all__ = ["Analyzer", "CallSite", "Context", "MAX_ROUNDS"]
@@ -270,7 +270,7 @@ class Analyzer(LookupMixin):
                 v = Val(prank=K.RANK_PARAMS[p])       # `Trainer(name=...)` beside cli.py's `Trainer(**args)`)
             elif v is None and p in self.pg_rank_params(f):  # `init_process_group(..., rank=replica_id)`
                 v = Val(prank="rank")
-            elif v is None and joined is None and p in K.MODEL_PARAMS:
+            elif v is None and joined is None and p in K.MODEL_PARAMS and not wraps_param(f.node, p):
                 v = Val(wrapped="ddp")
             v = v or UNIFORM
             out[p] = Val(None, v.kind, frozenset({p}), v.wrapped, v.ddp_out, v.fw, v.group)

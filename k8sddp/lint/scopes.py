@@ -19,10 +19,27 @@ from .treewalk import walk_lean
 
 __all__ = [
     "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
-    "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread", "tests_files",
+    "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread", "tests_files", "wraps_param",
 ]
 
 _T = TypeVar("_T")
+
+
+_MODEL_WRAPPERS = frozenset({"DataParallel", "DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+
+
+def wraps_param(func: ast.AST, param: str) -> bool:
+    """Whether function ``func`` wraps its parameter ``param`` itself (``model =
+    nn.DataParallel(model)``, ``model = DDP(model, ...)``): its callers pass a plain module
+    (CLIP-ReID's ``do_train_stage2(cfg, model, ...)``)."""
+    for n in walk_lean(func):
+        if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and n.value.args
+                and isinstance(n.value.args[0], ast.Name) and n.value.args[0].id == param
+                and any(isinstance(t, ast.Name) and t.id == param for t in n.targets)):
+            f = n.value.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in _MODEL_WRAPPERS:
+                return True
+    return False
 
 
 def loop_carried(loop: ast.AST) -> bool:
