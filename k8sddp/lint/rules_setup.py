@@ -141,6 +141,18 @@ def _returned_global_ranks(project: Project | None, mod: Module, node: ast.Assig
             if all(_global_rank_source(r.elts[i], ranks) for r in rets if isinstance(r, ast.Tuple))}
 
 
+def _strategy_subclass(project: Project | None, mod: Module, func: ast.expr) -> bool:
+    """``ApexDDPStrategy(...)`` (earth-forecasting-transformer): a project class derived from a
+    framework strategy (:data:`~k8sddp.lint.knowledge.FRAMEWORK_PG_SETUP`) whose own ``__init__``, if
+    any, never names ``timeout``: it takes the strategy's default timeout as its base does."""
+    if project is None or not isinstance(func, ast.Name) or (found := project.resolve_class(mod, func.id)) is None:
+        return False
+    cmod, cls = found
+    init = cmod.classes[cls].get("__init__")
+    return any(b.split(".")[-1] in K.FRAMEWORK_PG_SETUP - {"init_distributed"} for b in cmod.class_bases.get(cls, [])) \
+        and (init is None or "timeout" not in ast.unparse(init.node))
+
+
 def check_setup(mod: Module, nodes: Sequence[ast.AST], project: Project | None = None) -> list[Raw]:
     """KDP511/513 findings of one module; ``nodes`` are its calls, f-strings and assignments;
     ``project`` resolves the module's calls of project functions (the global rank they return)."""
@@ -164,8 +176,9 @@ def check_setup(mod: Module, nodes: Sequence[ast.AST], project: Project | None =
         elif isinstance(node, ast.Call):
             q = dotted(node.func, mod.aliases) or ""
             last = q.split(".")[-1]
-            if last in K.FRAMEWORK_PG_SETUP and (q.startswith(("deepspeed", "lightning", "pytorch_lightning", "L.", "pl."))
-                                                 or q == last and last != "init_distributed"):
+            if (last in K.FRAMEWORK_PG_SETUP and (q.startswith(("deepspeed", "lightning", "pytorch_lightning", "L.", "pl."))
+                                                  or q == last and last != "init_distributed")) \
+                    or _strategy_subclass(project, mod, node.func):
                 if not any(k.arg == "timeout" or k.arg is None for k in node.keywords):
                     what = "deepspeed.init_distributed()" if last == "init_distributed" else f"{last}()"
                     out.append(at("KDP513", node,
