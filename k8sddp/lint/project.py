@@ -390,9 +390,8 @@ class Project:
     def syspath_anchors(self) -> list[str]:
         """The folders inside the repository that the linted modules put on ``sys.path``
         themselves (:func:`k8sddp.lint.syspath.added_paths`; ``import _init_paths`` included),
-        with relative ones taken from the repository's top (the folder holding ``.git``, else the
-        root; without a ``.git``, folders up to the root's parent): imports are also looked for
-        there."""
+        with relative ones taken from the repository's top (the folder holding ``.git``, else the root;
+        without it, folders up to the root's parent) and the module's folder: imports are looked for there."""
         if self._syspath is None:
             from .syspath import added_paths
 
@@ -410,7 +409,8 @@ class Project:
                     f = os.path.join(here, *name.split(".")) + ".py"
                     return self._load(f) if not level and _is_file(f) else None
 
-                found.extend(added_paths(mod, str(top), sibling))
+                for cwd in dict.fromkeys((str(top), here)):  # run from its own folder too (MagFace's run/)
+                    found.extend(added_paths(mod, cwd, sibling))
             for d in found:
                 real = self._resolve(d) if os.path.isdir(d) else ""
                 if real and (real + "/").startswith(inside) and real not in self._syspath:

@@ -104,3 +104,32 @@ def test_a_package_named_by_the_scripts_own_folder() -> None:
               / "src" / "clap" / "training" / "main.py")
     expected = expected_in_file(script, str(script))
     assert expected and _found(script) == expected
+
+
+def test_a_relative_sys_path_is_also_taken_from_the_scripts_folder(tmp_path: Path) -> None:
+    """A script run from its own folder (``cd tools; python train.py``, MagFace's ``run/``) names
+    folders relative to it: ``sys.path.insert(0, "../lib")`` makes ``lib/ckpt.py`` importable as
+    ``ckpt``, so linting the script alone sees the rank-0 save its ``save_checkpoint`` makes."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "lib").mkdir()
+    (repo / "lib" / "ckpt.py").write_text(
+        "import torch\n\n\ndef save_checkpoint(state, filename):\n    torch.save(state, filename)\n")
+    (repo / "tools").mkdir()
+    script = repo / "tools" / "train.py"
+    body = (
+        "import datetime\nimport sys\n\nsys.path.insert(0, '../lib')\nimport torch\nimport torch.distributed as dist\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n\nimport ckpt\n\n\n"
+        "def main_worker(gpu, args, loader):\n"
+        "    dist.init_process_group('nccl', timeout=datetime.timedelta(minutes=30), rank=args.rank)\n"
+        "    model = DDP(torch.nn.Linear(2, 2).cuda(gpu), device_ids=[gpu])\n"
+        "    for epoch in range(args.epochs):\n"
+        "        for x in loader:\n"
+        "            model(x).sum().backward()\n"
+        "        if args.rank == 0:\n"
+        "            ckpt.save_checkpoint(model.state_dict(), f'{epoch}.pth')\n"
+    )
+    script.write_text(body)
+    assert _found(script) == {(str(script), 19, "KDP512")}
+    script.write_text(body.replace("sys.path.insert(0, '../lib')\n", ""))  # without it: no helper in sight
+    assert _found(script) == set()
