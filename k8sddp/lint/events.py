@@ -146,12 +146,12 @@ def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool =
     if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None or e.one:
         return None
     pv = e.path_val
-    if isinstance(e.path, ast.Name) and e.path.id in params and e.kind != "tracker" and not inside \
+    if isinstance(e.path, ast.Name) and e.path.id in params and not inside \
             and not (pv is not None and pv.kind in _PER_RANK_KINDS
                      and (pv.params != {e.path.id} or e.path.id in again)):  # `p = f"{p}-{rank}"`
         return "param"
     unguarded = e.mask == entry_mask and e.many is None and e.cause is None
-    if (unguarded and not inside and pv is not None and e.kind != "tracker" and pv.rank is None
+    if (unguarded and not inside and pv is not None and pv.rank is None
             and not pv.params.isdisjoint(params)):
         return "derived"  # per rank or not as the caller's arguments make it
     if pv is not None and pv.kind in _PER_RANK_KINDS:
