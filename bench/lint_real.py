@@ -235,7 +235,8 @@ def main() -> int:
               "fresh15": "held back, fifteenth batch (four more labellers, four more domains, linted first by fbbe934's linter)",
               "fresh16": "held back, sixteenth batch (four more labellers, four more domains, linted first by c85fd4c)",
               "fresh17": "held back, seventeenth batch (four more labellers, four more domains, linted first by 351404a)",
-              "fresh18": "held back, eighteenth batch (four more labellers, four more domains, linted first by 1f48294)"}
+              "fresh18": "held back, eighteenth batch (four more labellers, four more domains, linted first by 1f48294)",
+              "fresh19": "held back, nineteenth batch (four more labellers, four more domains, linted first by 6efd679)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
