@@ -370,8 +370,8 @@ class Project:
                 anchor = os.path.dirname(anchor)
                 anchors.append(anchor)
             anchors.append(root)
-            above = self.install_root()
-            if above is not None:  # the package at the top, or in the src layout (`src/<package>`)
+            above = self.install_root() or (self.root if self.root_is_package() else None)
+            if above is not None:  # the package at the top, or in the src layout (`src/<package>`: DNA-Diffusion)
                 anchors.extend((str(above), os.path.join(str(above), "src")))
             elif not self.root_is_package():  # a repository run from its top as `python train.py`
                 # (StyleGAN2-ADA's `training/` imports `torch_utils` and `metrics` from one folder
