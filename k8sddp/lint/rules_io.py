@@ -25,7 +25,11 @@ from .values import ALL, LZ, Z
 __all__ = ["check_io"]
 
 _PER_RANK = ("rank", "other")  # a local-rank name repeats on every node
-_NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettempdir", "mkdtemp")
+#: Marks of a node-local path: /tmp, /dev/shm, tempfile, and the environment variables that name a
+#: node's own scratch disk (SLURM's SLURM_TMPDIR, TMPDIR, LSCRATCH/LOCAL_SCRATCH; not SCRATCH,
+#: which on many clusters is the shared parallel file system).
+_NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettempdir", "mkdtemp",
+               "TMPDIR", "LSCRATCH", "LOCAL_SCRATCH")
 
 
 def _node_local(path: ast.expr | None) -> bool:
