@@ -290,10 +290,14 @@ class Analyzer(LookupMixin):
 
     def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Walker) -> None:
         """Remember one call of ``f`` in ``walker`` (its argument values and the guards around it;
-        in an arm no distributed run takes, one process makes it: as rank 0 alone)."""
+        in an arm no distributed run takes, or in a function that spawns the workers itself
+        (AttentiveNAS's ``main`` calls ``build_args_and_env`` before ``mp.spawn``) and passes no
+        rank (RoseTTAFold2's launcher also runs ``self.train_model(rank, ...)`` under SLURM), one
+        process makes it: as rank 0 alone)."""
         if walker.silent:
             return
-        mask = walker.mask & Z if walker.solo else walker.mask
+        one = walker.solo or (walker.func.launches and not any(v.kind for v in mapping.values()))
+        mask = walker.mask & Z if one else walker.mask
         walker.calls.append((f.key, mapping, (mask, walker.many, walker.cause, walker.cause_is_exit)))
 
     # -- the rounds --------------------------------------------------------------------------
