@@ -151,7 +151,7 @@ def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool =
                      and (pv.params != {e.path.id} or e.path.id in again)):  # `p = f"{p}-{rank}"`
         return "param"
     unguarded = e.mask == entry_mask and e.many is None and e.cause is None
-    if (unguarded and not inside and pv is not None and pv.rank is None
+    if (unguarded and not inside and pv is not None and pv.rank is None and (e.kind != "tracker" or e.path is not None)
             and not pv.params.isdisjoint(params)):
         return "derived"  # per rank or not as the caller's arguments make it
     if pv is not None and pv.kind in _PER_RANK_KINDS:
