@@ -323,11 +323,17 @@ def _write_then_collective(w: Walker, ctx: Context) -> list[Raw]:
         # iteration comes before what follows the loop); only it decides
         skip: list[ast.If] = []  # uniform ifs holding a barrier the run may skip (`if args.eval: evaluate()`)
         nxt = _next_collective(w, wr, events[wr.seq + 1:], skip)
-        if wr.loops and (nxt is None or wr.loops[-1] not in nxt.loops):
+        for loop in reversed(wr.loops):
+            if nxt is not None and loop in nxt.loops:
+                break
             # nothing more in this iteration: the others go on to the next one, not to what
-            # follows the loop (a barrier after the loop fences only the last iteration's write)
-            loop = wr.loops[-1]
-            nxt = _next_collective(w, wr, [e for e in events[:wr.seq] if loop in e.loops], skip) or nxt
+            # follows the loop (a barrier after the loop fences only the last iteration's write);
+            # a loop with no collective (TransVG's `for path in checkpoint_paths: save_on_master`)
+            # hands over to the loop around it
+            found = _next_collective(w, wr, [e for e in events[:wr.seq] if loop in e.loops], skip)
+            if found is not None:
+                nxt = found
+                break
         if nxt is None or _is_barrier(nxt):  # a barrier, or a call that starts with one
             continue
         if nxt.seq > wr.seq and _exits_between(w.func.node.body, wr.node, nxt.node):
