@@ -74,6 +74,9 @@ DDP_WRAPPERS: frozenset[str] = frozenset(
         "torch.nn.DistributedDataParallel",
         "DistributedDataParallel",
         "DDP",
+        # mmcv/mmengine's subclass of torch's DDP (MotionDiffuse, the OpenMMLab trainers)
+        "mmcv.parallel.MMDistributedDataParallel", "mmengine.model.MMDistributedDataParallel",
+        "MMDistributedDataParallel",
         # torchrec: DistributedModelParallel shards the model (a collective plan and broadcast)
         # and its forward/backward all-to-all the embeddings (torchrec/distributed/model_parallel.py)
         "torchrec.distributed.DistributedModelParallel",
