@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from . import knowledge as K
 from .project import dotted
-from .treewalk import node_offset, wrapper_test
+from .treewalk import node_offset, plain_function, wrapper_test
 from .values import ALL, LZ, MANY, UNIFORM, N, Val, Z, classes_of, join, negate_kind, truth_kind
 
 if TYPE_CHECKING:
@@ -157,22 +157,22 @@ class ExprEval(abc.ABC):
     @abc.abstractmethod
     def global_val(self, name: str) -> Val:
         """The value of module global ``name`` as the module body left it."""
-        ...
 
     @abc.abstractmethod
     def class_attr(self, attr: str) -> Val | None:
         """The value methods of the enclosing class store in ``self.<attr>``, if any."""
-        ...
 
     @abc.abstractmethod
     def call(self, node: ast.Call) -> Val:
         """The value of a call (and its effects: events, in-place results)."""
-        ...
 
     @abc.abstractmethod
     def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:
         """Bind ``target`` to ``val``."""
-        ...
+
+    @abc.abstractmethod
+    def resolve_target(self, func: ast.expr) -> tuple[FuncInfo | None, bool]:
+        """The project function ``func`` names, and whether ``self`` is bound."""
 
     # -- names -----------------------------------------------------------------------------
     def lookup(self, node: ast.expr) -> Val | None:
@@ -230,6 +230,8 @@ class ExprEval(abc.ABC):
             return known
         recv = self.expr(node.value)
         attr = node.attr
+        if attr in K.RANK_ATTRIBUTES and plain_function(getattr(self.resolve_target(node)[0], "node", None)):
+            return UNIFORM  # `if utils.is_main_process:` (PET): a project function, not called: always true
         if attr in K.RANK_ATTRIBUTES:
             if attr == "rank" and isinstance(node.value, ast.Name) and node.value.id == "rank_zero_only":
                 return Val(rank="rank")

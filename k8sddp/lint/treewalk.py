@@ -14,7 +14,7 @@ import ast
 
 from . import knowledge as K
 
-__all__ = ["dotted", "node_offset", "parents", "walk", "walk_lean", "walk_statements", "wrapper_test"]
+__all__ = ["dotted", "node_offset", "parents", "plain_function", "walk", "walk_lean", "walk_statements", "wrapper_test"]
 
 _AST = ast.AST
 #: fields that only ever hold identifiers, numbers, strings or constants, never nodes
@@ -141,3 +141,10 @@ def node_offset(node: ast.expr) -> bool:
     (:data:`~k8sddp.lint.knowledge.NODE_INDEX_NAMES`); added to a local rank it makes the global rank (CodeXGLUE)."""
     return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
         (dotted(n) or "").rsplit(".", 1)[-1] in K.NODE_INDEX_NAMES for n in (node.left, node.right))
+
+
+def plain_function(node: ast.AST | None) -> bool:
+    """``node`` is a ``def`` that is no property: named without a call, it is a function object,
+    always true in a test (PET's ``if utils.is_main_process:`` forgets the call)."""
+    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+        and not any("property" in ast.unparse(d) for d in node.decorator_list)
