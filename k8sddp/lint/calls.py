@@ -71,12 +71,21 @@ def _short(path: str) -> str:
 
 
 def _none_default(node: ast.Call, f: FuncInfo, params: list[str], p: str) -> bool:
-    """True when call ``node`` of ``f`` leaves parameter ``p`` at a default of ``None``: a
-    path built from it is no path at this call (the write sits under ``if p is not None``)."""
-    if p not in params or _arg(node, params.index(p), p) is not None:
+    """True when call ``node`` of ``f`` leaves parameter ``p`` at a default of ``None``, or
+    passes a literal ``None`` (PET's ``evaluate(model, loader, device, epoch, None)`` for its
+    ``vis_dir``): a path built from it is no path at this call (the write sits under ``if p is
+    not None``)."""
+    if p not in params:
         return False
-    d = default_of(f.node, p)
+    d = _arg(node, params.index(p), p)
+    if d is None:
+        d = default_of(f.node, p)
     return isinstance(d, ast.Constant) and d.value is None
+
+
+def _data_only(node: ast.expr) -> bool:
+    name = (env_key(node) or "").split(".")[-1].lower()
+    return any(w in name for w in ("loader", "optim", "sched")) and not any(w in name for w in _MODEL_WORDS)
 
 
 def _model_like(node: ast.expr) -> bool:
@@ -408,6 +417,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
         if fw == "accelerator" and last == "save":  # Accelerator.save writes on the main process only
             self.io_event("write0", "accelerator.save", node, _arg(node, 1, "f"))
             return UNIFORM
+        if fw == "accelerator" and last == "prepare" and node.args and all(_data_only(a) for a in node.args):
+            return UNIFORM  # `accelerator.prepare(train_loader)` (EDGE): loaders and optimizers alone wrap no model
         if fw and last in K.FRAMEWORK_COLLECTIVES.get(fw, frozenset()):
             op = "barrier" if last in ("wait_for_everyone", "barrier") else f"{fw}.{last}"
             recv_text = ast.unparse(recv_node) if recv_node is not None else fw
