@@ -202,6 +202,8 @@ def fact_flag(facts: dict[str, bool], node: ast.expr, names: bool = True) -> int
     while isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not):
         inner = inner.operand
     name = inner.attr if isinstance(inner, ast.Attribute) else inner.id if isinstance(inner, ast.Name) else ""
+    if isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Constant) and isinstance(inner.slice.value, str):
+        name = inner.slice.value  # CLTR's `args['distributed']`
     if name.lower().lstrip("_") in K.DIST_FLAG_NAMES:  # habitat-lab's `self._is_distributed`
         return 1 if polarity else -1
     return 0
