@@ -194,11 +194,14 @@ def _callee_name(node: ast.expr) -> str:
 
 def tests_files(func: ast.AST) -> bool:
     """Whether the body of ``func`` asks whether a file exists (``os.path.exists``, ``isfile``,
-    ``Path.exists()``) or holds a file lock (``with FileLock(...)``): what it writes then depends
+    ``Path.exists()``, a name ``in os.listdir(d)``) or holds a file lock (``with FileLock(...)``): what it writes then depends
     on what is already on disk (download-if-missing, caches), not on its arguments alone."""
     for n in walk_lean(func):
         if isinstance(n, ast.Call) and _callee_name(n) in _FILE_TESTS:
             return True
+        if isinstance(n, ast.Compare) and isinstance(n.ops[0], (ast.In, ast.NotIn)) \
+                and isinstance(c := n.comparators[0], ast.Call) and _callee_name(c) == "listdir":
+            return True  # EDGE's `if pickle_name in os.listdir(backup_path):` (not a listing to rotate files)
         if isinstance(n, (ast.With, ast.AsyncWith)) and any(
                 _callee_name(i.context_expr).endswith("Lock") for i in n.items):
             return True
