@@ -32,11 +32,44 @@ _NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettemp
                "TMPDIR", "LSCRATCH", "LOCAL_SCRATCH")
 
 
-def _node_local(path: ast.expr | None) -> bool:
+def _own_statements(scope: ast.AST) -> list[ast.stmt]:
+    """The statements of ``scope``'s body, nested blocks included, not those of functions or
+    classes defined in it."""
+    out: list[ast.stmt] = []
+    todo = list(getattr(scope, "body", []))
+    while todo:
+        st = todo.pop()
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        out.append(st)
+        for field in ("body", "orelse", "finalbody"):
+            todo.extend(getattr(st, field, []) or [])
+        for h in getattr(st, "handlers", []) or []:
+            todo.extend(h.body)
+    return out
+
+
+def _node_local(path: ast.expr | None, scopes: tuple[ast.AST, ...] = (), depth: int = 2) -> bool:
+    """Whether ``path`` names a node-local file (:data:`_NODE_LOCAL`): in its own text, or through
+    a name it uses that every assignment of the innermost of ``scopes`` binding it (the function,
+    then the module body) binds to such a path, ``depth`` names deep (``dst =
+    os.path.join(TMP, "data")`` ... ``shutil.copytree(src, dst)`` with ``TMP =
+    os.environ.get("SLURM_TMPDIR", "/tmp")`` at module level)."""
     if path is None:
         return False
-    text = ast.unparse(path)
-    return any(m in text for m in _NODE_LOCAL)
+    if any(m in ast.unparse(path) for m in _NODE_LOCAL):
+        return True
+    if depth == 0:
+        return False
+    for name in {n.id for n in ast.walk(path) if isinstance(n, ast.Name)}:
+        for scope in scopes:
+            values = [a.value for a in _own_statements(scope) if isinstance(a, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == name for t in a.targets)]
+            if values:  # bound here: an outer binding of the name is not it
+                if all(_node_local(v, scopes, depth - 1) for v in values):
+                    return True
+                break
+    return False
 
 
 def _guard_text(e: Event, ctx: Context, mod_path: str, mask: int) -> str:
@@ -188,10 +221,11 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
         if mask in (0, Z) or e.one:
             continue  # nobody, or one rank alone (a subset of it is still one rank)
         pv = e.path_val
-        if pv is not None and (pv.kind in _PER_RANK or pv.kind in ("local", "modrank") and _node_local(e.path)) \
+        scopes = (w.func.node, w.mod.tree)
+        if pv is not None and (pv.kind in _PER_RANK or pv.kind in ("local", "modrank") and _node_local(e.path, scopes)) \
                 and not _rank_zero_apart(w, e.path):
             continue
-        if many is None and not mask & ~(Z | LZ) and _node_local(e.path):
+        if many is None and not mask & ~(Z | LZ) and _node_local(e.path, scopes):
             continue
         if not distributed:
             continue
