@@ -187,7 +187,7 @@ RANK_ENV: dict[str, str] = {
 #: Names of a node's index among the job's nodes: ``local_rank + node_index * gpus_per_node`` is
 #: the global rank (torchrun: RANK = GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK).
 NODE_INDEX_NAMES: frozenset[str] = frozenset({
-    "node_index", "node_rank", "node_idx", "node_id", "nodeid", "machine_rank", "machine_index", "group_rank",
+    "node_index", "node_rank", "node_idx", "node_id", "nodeid", "machine_rank", "machine_index", "group_rank", "nr",
     "NODE_RANK", "GROUP_RANK", "SLURM_NODEID"})
 #: Functions (terminal name) returning a rank-dependent value, when not defined in the project
 #: (torch.distributed, torchvision references, Accelerate, transformers, timm ``is_primary``,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from . import knowledge as K
 from .events import Raw, at
 from .project import Module, Project, dotted
+from .treewalk import node_offset
 
 __all__ = ["check_setup"]
 
@@ -46,6 +47,8 @@ def _global_rank_source(node: ast.expr, names: set[str]) -> bool:
         text = ast.unparse(node.func)
         if text in ("dist.get_rank", "torch.distributed.get_rank", "get_rank"):
             return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and (node_offset(node.left) or node_offset(node.right)):
+        return True  # `args.node_rank * args.gpus + gpu`: the global rank
     if isinstance(node, ast.Attribute) and node.attr == "process_index":
         return True  # Accelerate's Accelerator/PartialState: the global index (local_process_index is per node)
     return isinstance(node, (ast.Name, ast.Attribute)) and ast.unparse(node) in names
@@ -121,9 +124,9 @@ def _returned_global_ranks(project: Project | None, mod: Module, node: ast.Assig
     """The names ``a, b, c = setup(...)`` binds to the global rank, where ``setup`` is a project
     function whose every ``return`` is a tuple holding, at that position, a global rank source or
     a name its body binds once to one (EfficientMoE's ``rank, device, seed = setup_ddp0(cfg)``,
-    returning ``rank = dist.get_rank()``)."""
+    returning ``rank = dist.get_rank()``); also ``rank = setup()`` where every ``return`` is one."""
     target, call = node.targets[0], node.value
-    if project is None or not isinstance(target, ast.Tuple) or not isinstance(call, ast.Call) \
+    if project is None or not isinstance(target, (ast.Tuple, ast.Name)) or not isinstance(call, ast.Call) \
             or not isinstance(call.func, ast.Name):
         return set()
     f = project.resolve_function(mod, call.func.id)
@@ -135,22 +138,32 @@ def _returned_global_ranks(project: Project | None, mod: Module, node: ast.Assig
             bound.setdefault(a.targets[0].id, []).append(a.value)
     ranks = {n for n, vs in bound.items() if len(vs) == 1 and _global_rank_source(vs[0], set())}
     rets = [r.value for r in ast.walk(f.node) if isinstance(r, ast.Return)]
+    if isinstance(target, ast.Name):  # `rank = setup()`, returning `rank = dist.get_rank()`
+        ok = bool(rets) and all(r is not None and _global_rank_source(r, ranks) for r in rets)
+        return {target.id} if ok else set()
     if not rets or any(not isinstance(r, ast.Tuple) or len(r.elts) != len(target.elts) for r in rets):
         return set()
     return {ast.unparse(t) for i, t in enumerate(target.elts)
             if all(_global_rank_source(r.elts[i], ranks) for r in rets if isinstance(r, ast.Tuple))}
 
 
-def _strategy_subclass(project: Project | None, mod: Module, func: ast.expr) -> bool:
+def _strategy_subclass(project: Project | None, mod: Module, func: ast.expr, depth: int = 3) -> bool:
     """``ApexDDPStrategy(...)`` (earth-forecasting-transformer): a project class derived from a
-    framework strategy (:data:`~k8sddp.lint.knowledge.FRAMEWORK_PG_SETUP`) whose own ``__init__``, if
-    any, never names ``timeout``: it takes the strategy's default timeout as its base does."""
+    framework strategy (:data:`~k8sddp.lint.knowledge.FRAMEWORK_PG_SETUP`), directly or through
+    project classes (``depth`` deep), none of which has an ``__init__`` naming ``timeout``: it
+    takes the strategy's default timeout as its base does."""
     if project is None or not isinstance(func, ast.Name) or (found := project.resolve_class(mod, func.id)) is None:
         return False
     cmod, cls = found
     init = cmod.classes[cls].get("__init__")
-    return any(b.split(".")[-1] in K.FRAMEWORK_PG_SETUP - {"init_distributed"} for b in cmod.class_bases.get(cls, [])) \
-        and (init is None or "timeout" not in ast.unparse(init.node))
+    if init is not None and "timeout" in ast.unparse(init.node):
+        return False
+    for b in cmod.class_bases.get(cls, []):
+        if b.split(".")[-1] in K.FRAMEWORK_PG_SETUP - {"init_distributed"}:
+            return True
+        if depth > 1 and "." not in b and _strategy_subclass(project, cmod, ast.Name(id=b), depth - 1):
+            return True  # `class Derived(Base)`, `class Base(DDPStrategy)`
+    return False
 
 
 def check_setup(mod: Module, nodes: Sequence[ast.AST], project: Project | None = None) -> list[Raw]:

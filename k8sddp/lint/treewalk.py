@@ -138,9 +138,13 @@ def wrapper_test(test: ast.expr) -> tuple[ast.expr, bool] | None:
 
 def node_offset(node: ast.expr) -> bool:
     """``args.node_index * args.gpu_per_node``: a product naming the node's index
-    (:data:`~k8sddp.lint.knowledge.NODE_INDEX_NAMES`); added to a local rank it makes the global rank (CodeXGLUE)."""
+    (:data:`~k8sddp.lint.knowledge.NODE_INDEX_NAMES`, also read from the environment:
+    ``int(os.environ["GROUP_RANK"]) * torch.cuda.device_count()``); added to a local rank it makes
+    the global rank (CodeXGLUE; the widely copied ``args.nr * args.gpus + gpu``)."""
     return isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
-        (dotted(n) or "").rsplit(".", 1)[-1] in K.NODE_INDEX_NAMES for n in (node.left, node.right))
+        (dotted(n) or "").rsplit(".", 1)[-1] in K.NODE_INDEX_NAMES
+        or any(isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value in K.NODE_INDEX_NAMES for c in ast.walk(n))
+        for n in (node.left, node.right))
 
 
 def plain_function(node: ast.AST | None) -> bool:
