@@ -32,6 +32,10 @@ _NODE_LOCAL = ("'/tmp", '"/tmp', "'/dev/shm", '"/dev/shm', "tempfile.", "gettemp
                "TMPDIR", "LSCRATCH", "LOCAL_SCRATCH")
 
 
+#: Writers a helper's finding names that start a tracker run rather than write one file.
+_TRACKER_WORDS = ("wandb.", "SummaryWriter", "mlflow.", "aim.", "neptune.", "comet_ml.")
+
+
 def _own_statements(scope: ast.AST) -> list[ast.stmt]:
     """The statements of ``scope``'s body, nested blocks included, not those of functions or
     classes defined in it."""
@@ -247,10 +251,11 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on every rank when `{alt}` holds"
         else:
             how_text = f"runs under {_guard_text(e, ectx, mod_path, mask)}, true on more than one rank"
+        tracker = e.kind == "tracker" or (e.kind == "cwrite" and any(t in e.detail for t in _TRACKER_WORDS))
+        harm = "the ranks open one tracker run each" if tracker else "the ranks overwrite one file"
         out.append(at("KDP504", e.node,
-                      f"{what}(){target}{inner} {how_text}: the ranks overwrite one file (or open one tracker run "
-                      "each); guard it with a global-rank-0 check (`dist.get_rank() == 0`) or put the "
-                      "rank in the name"))
+                      f"{what}(){target}{inner} {how_text}: {harm}; guard it with a global-rank-0 check "
+                      "(`dist.get_rank() == 0`) or put the rank in the name"))
     out.extend(_unsynced_reads(w, ctx))
     out.extend(_write_then_collective(w, ctx))
     return out

@@ -145,5 +145,5 @@ def _unmatched(e: Event) -> Raw:
                   f"{e.detail} is reached only on ranks where {_where(e)}, and the other arm of that "
                   "rank branch has no matching barrier: the ranks that skip it never meet it")
     return at("KDP501", e.node,
-              f"{e.detail} is a collective reached only on ranks where {_where(e)}: the other ranks "
+              f"{e.detail}{',' if ', which ' in e.detail else ''} is a collective reached only on ranks where {_where(e)}: the other ranks "
               "never join it and the job hangs until the process-group timeout; run it on every rank")
