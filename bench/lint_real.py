@@ -237,10 +237,12 @@ def main() -> int:
               "fresh17": "held back, seventeenth batch (four more labellers, four more domains, linted first by 351404a)",
               "fresh18": "held back, eighteenth batch (four more labellers, four more domains, linted first by 1f48294)",
               "fresh19": "held back, nineteenth batch (four more labellers, four more domains, linted first by 6efd679)",
-              "fresh20": "held back, twentieth batch (four more labellers, four more domains, linted first by its labels commit)"}
+              "fresh20": "held back, twentieth batch (four more labellers, four more domains, linted first by f068699)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
+        if split == "all" and args.skip:
+            title = f"all measured (splits {', '.join(sorted(s for s in scripts))}; skipped: {args.skip})"
         n = sum(scripts.values()) if split == "all" else scripts.get(split, 0)
         print(f"== {title}: {n} scripts")
         d = counts.get(split, {"rule": {}, "severity": {}})

@@ -65,7 +65,8 @@ def collect_files(paths: Sequence[str], config: LintConfig | None = None,
     A folder yields its ``*.py`` regular files, skipping hidden folders, :data:`SKIP_DIRS` and
     the configuration's ``exclude`` globs; a file named explicitly is always linted. FIFOs,
     sockets and devices (named or found) are never opened (reading a FIFO blocks forever); each
-    is counted in ``skipped`` under ``not a regular file``.
+    is counted in ``skipped`` under ``not a regular file``, and each symlinked folder met while
+    walking (not followed, so no loop) under ``folder symlink (not followed)``.
 
     Args:
         paths: files, folders, or ``-``.
@@ -135,6 +136,9 @@ def _walk(top: Path, cfg: LintConfig, problems: list[str], skipped: Counter[str]
     for dirpath, dirnames, filenames in os.walk(top, onerror=onerror):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in SKIP_DIRS
                              and not cfg.excluded(os.path.join(dirpath, d) + "/"))
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        if links and skipped is not None:  # os.walk does not follow them (no loops): say so
+            skipped["folder symlink (not followed)"] += len(links)
         for name in sorted(filenames):
             if not name.endswith(".py"):
                 continue
