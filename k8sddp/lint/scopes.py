@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from .exprs import bar_around, env_key, progress_wrapper
-from .treewalk import walk_lean
+from .treewalk import walk_lean, walk_statements
 
 __all__ = [
     "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
@@ -32,7 +32,7 @@ def wraps_param(func: ast.AST, param: str) -> bool:
     """Whether function ``func`` wraps its parameter ``param`` itself (``model =
     nn.DataParallel(model)``, ``model = DDP(model, ...)``): its callers pass a plain module
     (CLIP-ReID's ``do_train_stage2(cfg, model, ...)``)."""
-    for n in walk_lean(func):
+    for n in walk_statements(func):
         if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and n.value.args
                 and isinstance(n.value.args[0], ast.Name) and n.value.args[0].id == param
                 and any(isinstance(t, ast.Name) and t.id == param for t in n.targets)):
