@@ -264,8 +264,8 @@ class Analyzer(LookupMixin):
             if i == 0 and f.cls and p in ("self", "cls"):
                 continue
             v = joined.get(p) if joined is not None else None
-            if f.key in self.spawn_targets and i == 0:
-                v = Val(prank="rank")
+            if f.key in self.spawn_targets and i == 0:  # the process index; `local_rank` says per node (OccWorld)
+                v = Val(prank="local" if K.RANK_PARAMS.get(p) == "local" else "rank")
             elif v is None and p in K.RANK_PARAMS:  # no call in sight passes it (stylegan2-pytorch's
                 v = Val(prank=K.RANK_PARAMS[p])       # `Trainer(name=...)` beside cli.py's `Trainer(**args)`)
             elif v is None and p in self.pg_rank_params(f):  # `init_process_group(..., rank=replica_id)`

@@ -322,6 +322,9 @@ class ExprEval(abc.ABC):
             if all(f == -stop for f in flags):
                 return dataclasses.replace(out, distflag=-stop)
             return out
+        if isinstance(node.op, ast.Or) and len(ranked) > 1 and all(v.kind == "zero" for v in ranked) and len(
+                {ast.dump(c) for t in node.values if isinstance(t, ast.Compare) for c in t.comparators}) > 1:
+            return out.with_kind("other")  # `rank == 0 or rank == 1` (grit): two ranks, not one
         if isinstance(node.op, ast.And) and len(ranked) == 1 and ranked[0].kind == "one":
             return dataclasses.replace(out.with_kind("one"), partial=True)
         if isinstance(node.op, ast.Or):

@@ -216,6 +216,7 @@ RANK_ATTRIBUTES: dict[str, str] = {
     "rank": "rank", "global_rank": "rank", "process_index": "rank", "local_rank": "local",
     "local_process_index": "local", "RANK": "rank", "LOCAL_RANK": "local",  # yacs configs: cfg.RANK
     "GLOBAL_RANK": "rank", "world_rank": "rank", "WORLD_RANK": "rank",  # Grendel-GS's utils.GLOBAL_RANK
+    "dist_rank": "rank",  # segmenter's ptu.dist_rank (a module global its init function sets from SLURM_PROCID)
     # the node's index: true on every process of that node (`args.nr` of the widely copied DDP
     # tutorial, `rank = args.nr * args.gpus + gpu`; Accelerate's machine_rank; torchrun's group rank)
     "node_rank": "other", "nr": "other", "node_id": "other", "machine_rank": "other", "group_rank": "other",
@@ -315,7 +316,13 @@ WRITE_CALLS: dict[str, tuple[int, str]] = {
     "torchaudio.save": (0, "uri"), "soundfile.write": (0, "file"), "scipy.io.wavfile.write": (0, "filename"),
     "torchvision.utils.save_image": (1, "fp"), "cv2.imwrite": (0, "filename"), "imageio.imwrite": (0, "uri"),
     "logging.FileHandler": (0, "filename"), "matplotlib.pyplot.savefig": (0, "fname"),
+    # timm's logging set-up attaches a RotatingFileHandler on log_path when one is given (OFAKD)
+    "timm.utils.setup_default_logging": (1, "log_path"), "timm.utils.log.setup_default_logging": (1, "log_path"),
+    "setup_default_logging": (1, "log_path"),  # `from timm.utils import *` (the timm training script's idiom)
 }
+#: Writers of :data:`WRITE_CALLS` that write nothing when their path argument is left out.
+OPTIONAL_PATH_WRITERS: frozenset[str] = frozenset(
+    {"timm.utils.setup_default_logging", "timm.utils.log.setup_default_logging", "setup_default_logging"})
 #: Writers that are safe on every rank: they save on the main process only
 #: (torchvision references utils.save_on_master, accelerate Accelerator.save,
 #: torch_xla xm.save(master_only=True)).
