@@ -249,6 +249,8 @@ class IOMixin(ExprEval):
         if q in K.WRITE_CALLS:
             idx, name = K.WRITE_CALLS[q]
             path = arg_of(node, idx, name)
+            if path is None and q in K.OPTIONAL_PATH_WRITERS:
+                return  # timm's setup_default_logging() with no log_path opens no file
             if path is not None and (env_key(path) in self.file_objects or (
                     isinstance(path, ast.Call) and terminal(path.func) in K.FILE_OBJECT_CALLS)):
                 return  # a file object or buffer: its open() is checked itself
@@ -267,9 +269,10 @@ class IOMixin(ExprEval):
             return
         if last in K.WRITE_METHODS and recv_node is not None:
             if last == "save_pretrained":
-                if any(k.arg == "is_main_process" for k in node.keywords):
-                    return
                 path = arg_of(node, 0, "save_directory")
+                if any(k.arg == "is_main_process" for k in node.keywords):  # written on the main process only
+                    self.io_event("write0", last, node, path)
+                    return
             elif last.startswith("to_"):
                 path = arg_of(node, 0, "path_or_buf")
             else:
