@@ -74,9 +74,8 @@ class FuncInfo:
 
     @functools.cached_property
     def launches(self) -> bool:
-        """The function starts the worker processes itself (``torch.multiprocessing.spawn``,
-        ``start_processes``, ``xmp.spawn``): its own code runs once, in the launching parent
-        process (StyleGAN2-ADA's ``main`` writes ``training_options.json`` there)."""
+        """The function starts the worker processes itself (``torch.multiprocessing.spawn``, ``start_processes``,
+        ``xmp.spawn``): its code runs once, in the parent (StyleGAN2-ADA's ``main`` writes ``training_options.json``)."""
         if isinstance(self.node, ast.Module) or ("spawn" not in self.module.source and "start_processes" not in self.module.source):
             return False  # the names must be in the text: most modules need no walk
         return any(isinstance(n, ast.Call) and isinstance(n.func, (ast.Attribute, ast.Name))
@@ -508,8 +507,9 @@ class Project:
         if name in mod.classes:
             return mod, name
         origin = mod.imported_from.get(name)
-        if origin is None:
-            return None
+        if origin is None:  # `from ivideogpt.data import *`, whose __init__ imports the class (iVideoGPT)
+            star = next((t for t in self._star_targets(mod) if name in t.classes or name in t.imported_from), None)
+            return self.resolve_class(star, name, hops - 1) if star is not None and hops > 0 else None
         target = self.resolve_import(mod, origin[0], origin[1])
         if target is None or target is mod:
             return None
