@@ -127,8 +127,8 @@ def _returned_global_ranks(project: Project | None, mod: Module, node: ast.Assig
     returning ``rank = dist.get_rank()``); also ``rank = setup()`` where every ``return`` is one."""
     target, call = node.targets[0], node.value
     if project is None or not isinstance(target, (ast.Tuple, ast.Name)) or not isinstance(call, ast.Call) \
-            or not isinstance(call.func, ast.Name):
-        return set()
+            or not isinstance(call.func, ast.Name) or (isinstance(target, ast.Name) and "rank" not in target.id.lower()):
+        return set()  # (a single name is followed only when it says rank: most `x = f()` are not)
     f = project.resolve_function(mod, call.func.id)
     if f is None:
         return set()
