@@ -167,10 +167,19 @@ pid_alive() {
 }
 
 # spawn NAME CMD...: start a component in its own session, log to $STATE/logs/NAME.log.
+# It returns once the child runs CMD: until then the pid is a fork of this shell, then setsid,
+# and pid_alive (which checks the command line) took a component still starting for one that had
+# exited (kube tier start-up failures with an empty log on a loaded machine).
 spawn() {
   local name="$1"; shift
   setsid "$@" >"$STATE/logs/$name.log" 2>&1 </dev/null 9>&- &
-  echo $! >"$STATE/pids/$name"
+  local pid=$! i
+  echo "$pid" >"$STATE/pids/$name"
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    [ "$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -n 1)" = "$1" ] && return 0
+    sleep 0.05
+  done
 }
 
 # wait_for NAME SECONDS CHECK...: poll CHECK until it succeeds; fail with the component's log.
