@@ -14,7 +14,8 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
 
 from ._version import __version__
 from .errors import K8sddpError
@@ -111,9 +112,49 @@ def _silence_stdout() -> None:
         os.close(devnull)
 
 
+class _PipeSafeStdout:
+    """Standard output that, once its reader has gone (``| head``), drops the rest quietly.
+
+    Without it a ``BrokenPipeError`` stops the command half-way and the exit code depends on how
+    much output the pipe took before it closed: ``lint | head`` gave 0 or 1 from run to run, and
+    under ``set -o pipefail`` a lint with findings could pass CI. With it the command runs to its
+    end and exits with its own code (0, 1, ...); other write errors (a full disk) still raise.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        """``stream``: the text stream to wrap (``sys.stdout``)."""
+        self._stream = stream
+        self.closed_pipe = False
+
+    def _guard(self, action: Callable[[], int | None]) -> int | None:
+        if self.closed_pipe:
+            return None
+        try:
+            return action()
+        except BrokenPipeError:
+            self.closed_pipe = True
+            _silence_stdout()
+            return None
+
+    def write(self, text: str) -> int:
+        """Write ``text``; after a closed pipe, report it written and drop it."""
+        self._guard(lambda: self._stream.write(text))
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the wrapped stream, unless its reader has gone."""
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run the handler; map errors to exit codes (``../shared/CONTRACT.md``): a closed pipe ends
-    quietly with 0 (what `| head` asked for), output that cannot be written is 2, one line."""
+    quietly with the command's own code (``_PipeSafeStdout``), output that cannot be written is 2,
+    one line."""
+    real = sys.stdout
+    sys.stdout = _PipeSafeStdout(real)  # type: ignore[assignment]
     try:
         code = int(args.handler(args))
         sys.stdout.flush()  # inside the try: a full disk shows up here, not at exit
@@ -132,6 +173,8 @@ def _run(args: argparse.Namespace) -> int:
         where = f"{exc.filename}: " if exc.filename else "standard output: "
         _say(f"k8sddp {args.command}: cannot write output: {where}{exc.strerror or exc}")
         code = 2
+    finally:
+        sys.stdout = real
     return code
 
 

@@ -75,6 +75,21 @@ def test_closed_pipe_ends_quietly(tmp_path: Path) -> None:
     assert done.stderr == ""
 
 
+@pytest.mark.parametrize("reader", ["head -c 1", "head -n 1", "true"])
+def test_closed_pipe_keeps_the_exit_code(reader: str) -> None:
+    """A reader that leaves early must not turn findings into success: under ``set -o pipefail``
+    (CI) ``lint DIR | head`` exits 1 like ``lint DIR`` alone, however much of the output the pipe
+    took (it used to be 0 or 1 from run to run)."""
+    fixtures = ROOT / "tests" / "lint" / "fixtures" / "KDP504" / "fail"
+    alone = _run(["lint", str(fixtures)])
+    assert alone.returncode == 1 and alone.stdout.count("KDP504") > 5
+    for _ in range(3):
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", f'"$0" -m k8sddp lint {fixtures} | {reader}', sys.executable],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+
+
 def test_fix_ends_on_an_alias_bomb(tmp_path: Path) -> None:
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
     prev = "a"
