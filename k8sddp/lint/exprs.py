@@ -352,7 +352,8 @@ class ExprEval(abc.ABC):
                 if len(known) < len(masks) and m not in (Z,):
                     return out.with_kind("other")
                 res = out.with_kind(kind_of_mask(m) if m else "zero")
-                if len(ranked) < len(vals) or len(known) < len(masks):
+                if len(known) < len(masks) or any(not v.kind and (v.distflag or self.dist_fact(n)) <= 0  # DAN's `use_ddp`
+                                                  for v, n in zip(vals, node.values, strict=True)):
                     res = dataclasses.replace(res, partial=True)
                 return res
             return out.with_kind("other")
@@ -364,8 +365,7 @@ class ExprEval(abc.ABC):
         return out.with_kind(kind_of_mask(m))
 
     def dist_fact(self, node: ast.expr) -> int:
-        """1/-1 when ``node`` is known true/false in every distributed run (the walker knows
-        asserted and initialising flags), else 0."""
+        """1/-1 when ``node`` is known true/false in every distributed run (the walker knows), else 0."""
         return 0
 
     def eval_under(self, test: ast.expr, test_val: Val, node: ast.expr, positive: bool) -> Val:

@@ -217,6 +217,7 @@ RANK_ATTRIBUTES: dict[str, str] = {
     "local_process_index": "local", "RANK": "rank", "LOCAL_RANK": "local",  # yacs configs: cfg.RANK
     "GLOBAL_RANK": "rank", "world_rank": "rank", "WORLD_RANK": "rank",  # Grendel-GS's utils.GLOBAL_RANK
     "dist_rank": "rank",  # segmenter's ptu.dist_rank (a module global its init function sets from SLURM_PROCID)
+    "ddp_rank": "rank", "process_rank": "rank", "proc_rank": "rank",  # DAN's params["training_params"]["ddp_rank"]
     # the node's index: true on every process of that node (`args.nr` of the widely copied DDP
     # tutorial, `rank = args.nr * args.gpus + gpu`; Accelerate's machine_rank; torchrun's group rank)
     "node_rank": "other", "nr": "other", "node_id": "other", "machine_rank": "other", "group_rank": "other",
