@@ -28,6 +28,7 @@ from .events import (
     is_checkpoint,
     rank0_checkpoint,
     rebound,
+    some_checkpoint,
 )
 from .flow import Walker
 from .keyed import join_keys
@@ -352,6 +353,7 @@ class Analyzer(LookupMixin):
                     reads=tuple(sorted(p for k, p in w.param_io if k == "read")),
                     writes=_write_summary(w),
                     write0=rank0_checkpoint(w.events, w.entry_mask, w.mod.path),
+                    write_some=some_checkpoint(w.events, w.entry_mask, w.mod.path),
                     quiet=self._quiet(f, colls, w.test_names),
                     ret_by=w.ret_case if len(w.returns) == 1 else None,
                     init_pg=w.inits_pg,

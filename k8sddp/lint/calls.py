@@ -24,7 +24,7 @@ from .collectives import CollectiveMixin
 from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
 from .targets import TargetMixin
-from .values import ALL, UNIFORM, Val, join, substitute
+from .values import ALL, UNIFORM, Val, Z, join, substitute
 
 if TYPE_CHECKING:
     from .events import Event, WriteSum
@@ -80,7 +80,10 @@ def _none_default(node: ast.Call, f: FuncInfo, params: list[str], p: str) -> boo
     d = _arg(node, params.index(p), p)
     if d is None:
         d = default_of(f.node, p)
-    return isinstance(d, ast.Constant) and d.value is None
+    return isinstance(d, ast.Constant) and d.value is None and not any(  # OpenOCR's save_ckpt(prefix=None):
+        isinstance(n, ast.If) and isinstance(t := n.test, ast.Compare) and isinstance(t.left, ast.Name)  # `if prefix is
+        and t.left.id == p and isinstance(t.ops[0], ast.Is) and any(isinstance(b, ast.Assign) for st in n.body for b in ast.walk(st))  # None:
+        for n in ast.walk(f.node))  # save_path = ...best.pth`: a fallback path, not no path
 
 
 def _data_only(node: ast.expr) -> bool:
@@ -169,7 +172,8 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
             entry = bool(summ.sig) and (isinstance(self.func.node, ast.Module) or f.key in self.an.launched)
             self.call_writes(node, f, params, mapping, summ.writes, entry)
         self.inits_pg = self.inits_pg or summ.init_pg
-        if summ.write0 and f.name != "save_on_master":  # that one is recorded by name
+        # save_on_master is recorded by name; `if is_main_process(): eval_step()` (write_some) too
+        if (summ.write0 and f.name != "save_on_master") or (summ.write_some and self.mask & Z and self.mask != ALL):
             self.io_event("write0", shown(f), node, None)
         ret = summ.ret
         if summ.ret_by is not None and (flag := literal(args.get(summ.ret_by[0]))) is not NOT_LITERAL:

@@ -172,6 +172,10 @@ class Summary:
         write0: the checkpoint write it makes on global rank 0 only with no collective after
             it (``save_on_master() at misc.py:12``), empty when none: a call of it is such a
             write for KDP512 (MAE's ``misc.save_model``).
+        write_some: the checkpoint write it makes, with no rank guard of its own, under a condition
+            of unknown shape (``if metric >= self.best: save_ckpt(...)``, a per-rank value) with no
+            collective after it, empty when none: a call of it under a rank guard (OpenOCR's
+            ``if is_main_process(): self.eval_step()``) is a rank-0 checkpoint write for KDP512.
         ret_by: for a function whose one ``return`` is ``a if param else b``: the parameter and
             the values of ``a`` and ``b`` (a call with a literal for it gets one of them).
         init_pg: it initialises the process group (``init_process_group``, directly or in a callee).
@@ -194,6 +198,7 @@ class Summary:
     reads: tuple[str, ...] = ()
     writes: tuple[WriteSum, ...] = ()
     write0: str = ""
+    write_some: str = ""
     quiet: tuple[tuple[str, object], ...] = ()
     ret_by: tuple[str, Val, Val] | None = None
     init_pg: bool = False
@@ -288,5 +293,21 @@ def rank0_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
         loop = e.loops[-1] if e.loops else None
         if any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops)) for c in events):
             return ""  # fenced there, or reported there (also the next iteration's collective)
+        return f"{e.op}() at {module.rsplit('/', 1)[-1]}:{e.line}"
+    return ""
+
+
+def some_checkpoint(events: list[Event], entry_mask: int, module: str) -> str:
+    """:attr:`Summary.write_some` from a function's ``events`` (walked with ``entry_mask``, in file
+    ``module``): its first checkpoint write on the ranks of its entry, under a condition of unknown
+    shape (not an earlier exit), with no collective after it in the function, else ``""``."""
+    for e in events:
+        if not is_checkpoint(e) or e.fenced or e.kind == "write0" or e.mask != entry_mask:
+            continue
+        if e.many is None or (e.cause_is_exit and e.many is e.cause):
+            continue
+        loop = e.loops[-1] if e.loops else None
+        if any(c.kind == "coll" and (c.seq > e.seq or (loop is not None and loop in c.loops)) for c in events):
+            return ""
         return f"{e.op}() at {module.rsplit('/', 1)[-1]}:{e.line}"
     return ""
