@@ -15,7 +15,7 @@ from .exprs import ExprEval
 
 if TYPE_CHECKING:
     from .host import Host
-    from .project import FuncInfo, Module
+    from .project import FuncInfo, Module, Project
 
 __all__ = ["TargetMixin"]
 
@@ -104,6 +104,9 @@ class TargetMixin(ExprEval):
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id not in self.env:
             target = proj.resolve_module_alias(self.mod, func.value.id)  # `saver = utils.CheckpointSaver(...)`
             cls = proj.resolve_class(target, func.attr) if target is not None else None
+        if cls is None and func is not None:  # `train_state = utils.initialize_train_state(...)` (U-ViT)
+            made, _ = self.resolve_target(func)
+            cls = factory_class(self.an.project, made) if made is not None and not made.cls else None
         if cls is not None:
             self.instances[key] = cls
         else:
@@ -161,3 +164,31 @@ class TargetMixin(ExprEval):
         if not nodes or not all(isinstance(n, ast.Name) and n.id in self.func.params for n in nodes):
             return frozenset()
         return frozenset(n.id for n in nodes if isinstance(n, ast.Name))
+
+
+def factory_class(project: Project, f: FuncInfo) -> tuple[Module, str] | None:
+    """The project class every ``return`` of function ``f`` gives an instance of, as (module,
+    class name): ``return TrainState(...)``, or a local bound once to such a call and returned
+    (U-ViT's ``utils.initialize_train_state``); ``None`` when a return gives anything else."""
+    bound: dict[str, list[ast.expr]] = {}
+    returns: list[ast.expr | None] = []
+    for n in ast.walk(f.node):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+            bound.setdefault(n.targets[0].id, []).append(n.value)
+        elif isinstance(n, ast.Return):
+            returns.append(n.value)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)) and n is not f.node:
+            return None  # a nested scope's returns are not f's: keep it simple
+    found: set[tuple[str, str]] = set()
+    out: tuple[Module, str] | None = None
+    for value in returns:
+        if isinstance(value, ast.Name) and len(bound.get(value.id, [])) == 1:
+            value = bound[value.id][0]
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return None
+        cls = project.resolve_class(f.module, value.func.id)
+        if cls is None:
+            return None
+        found.add((cls[0].path, cls[1]))
+        out = cls
+    return out if len(found) == 1 else None
