@@ -279,6 +279,13 @@ def _holders(mod: Module, names: set[str], rounds: int = 2) -> set[str]:
     out = set(names)
     for _ in range(rounds):
         for n in mod.nodes():
+            # a list it is appended to, and the loop variables over that list (LaBraM's
+            # `sampler_train_list.append(sampler_train)` ... `for dataset, sampler in zip(..., sampler_train_list)`)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "append" \
+                    and isinstance(n.func.value, ast.Name) and any(isinstance(a, ast.Name) and a.id in out for a in n.args):
+                out.add(n.func.value.id)
+            elif isinstance(n, ast.For) and any(isinstance(x, ast.Name) and x.id in out for x in ast.walk(n.iter)):
+                out |= {t.id for t in ast.walk(n.target) if isinstance(t, ast.Name)}
             if not (isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)):
                 continue
             v = n.value
