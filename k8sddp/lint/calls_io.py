@@ -265,7 +265,8 @@ class IOMixin(ExprEval):
             path = arg_of(node, 0, "file")
             if path is not None and ast.unparse(path) in ("os.devnull", "'/dev/null'"):
                 return
-            self.io_event("write" if any(c in mode for c in "wax+") else "read", "open", node, path)
+            writes = any(c in mode for c in "wax") or ("+" in mode and _updates_file(self.func.node, node))
+            self.io_event("write" if writes else "read", "open", node, path)
             return
         if last in K.WRITE_METHODS and recv_node is not None:
             if last == "save_pretrained":
@@ -304,3 +305,30 @@ class IOMixin(ExprEval):
             finally:
                 self.silent -= 1
         self.emit(kind, op, node, path=path, path_val=val)
+
+
+def _updates_file(scope: ast.AST, call: ast.Call) -> bool:
+    """For ``open(path, "r+")``: whether the file is written, not only read. True unless ``call``
+    opens a ``with`` item whose body neither writes through the handle (``f.write``,
+    ``f.writelines``, ``f.truncate``) nor passes it to a ``dump``/``save`` (GFSLT-VLP's ``with
+    open(args.config, 'r+') as f: config = yaml.load(f)`` only reads)."""
+    for n in ast.walk(scope):
+        if not isinstance(n, (ast.With, ast.AsyncWith)):
+            continue
+        item = next((i for i in n.items if i.context_expr is call), None)
+        if item is None:
+            continue
+        if not isinstance(item.optional_vars, ast.Name):
+            return True
+        f = item.optional_vars.id
+        for m in (x for st in n.body for x in ast.walk(st)):
+            if not isinstance(m, ast.Call):
+                continue
+            if isinstance(m.func, ast.Attribute) and isinstance(m.func.value, ast.Name) and m.func.value.id == f:
+                if m.func.attr in ("write", "writelines", "truncate"):
+                    return True
+            elif (terminal(m.func) or "").endswith(("dump", "save")) and any(
+                    isinstance(a, ast.Name) and a.id == f for a in (*m.args, *(k.value for k in m.keywords))):
+                return True
+        return False
+    return True
