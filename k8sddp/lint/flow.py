@@ -102,8 +102,7 @@ class Walker(CallMixin):
         self.loops: list[ast.AST] = []
         self.ordered: ast.AST | None = None
         self.guards: list[ast.expr] = []
-        #: the rank-class conditions (``rank == 0``, ``master_process``) around this point
-        self.class_guards: list[ast.expr] = []
+        self.class_guards: list[ast.expr] = []  # the rank-class conditions (`rank == 0`) around this point
         self.silent = 0
         self.events: list[Event] = []
         self.returns: list[Val] = []
@@ -153,8 +152,7 @@ class Walker(CallMixin):
         if not self.func.cls:
             return None
         self.attr_reads.add(attr)
-        table = self.an.class_attrs.get((self.mod.path, self.func.cls), {})
-        return table.get(attr)
+        return self.an.class_attrs.get((self.mod.path, self.func.cls), {}).get(attr)
 
     def assign(self, target: ast.expr, val: Val, value_node: ast.expr | None = None) -> None:
         """Bind ``target`` to ``val`` (tuple targets element-wise where the value is a tuple)."""
@@ -254,8 +252,8 @@ class Walker(CallMixin):
             assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             self.bindings = self.an.param_vals_for(self.func)
             self.env.update(self.bindings)
-            for dec in node.decorator_list:
-                self.expr(dec) if not isinstance(dec, ast.Name) else None
+            for dec in (d for d in node.decorator_list if not isinstance(d, ast.Name)):
+                self.expr(dec)
         self.block(node.body)
 
     def block(self, stmts: list[ast.stmt]) -> None:
@@ -439,11 +437,14 @@ class Walker(CallMixin):
         self.mask = dist_arm.mask if dist_arm is not None and dist_arm.mask else a.mask | b.mask
         self.many = before.many
         self.cause, self.cause_is_exit = before.cause, before.cause_is_exit
-        if cm == MANY or (partial and a.mask == 0):
+        if cm == MANY or (partial and a.mask == 0) or maybe:  # `if rank == 0:` ... `if not ok: exit(0)` (NCL)
             if (a.mask == 0) != (b.mask == 0) and self.last_exit is not None:
                 self.many, self.cause, self.cause_is_exit = self.last_exit, self.last_exit, True
         elif self.mask != before.mask and self.last_exit is not None:
             self.cause, self.cause_is_exit = self.last_exit, True
+        if self.many is None and (left := next((r for r in (a, b) if r.mask and r.cause_is_exit and r.many is not None
+                                                 and r.many is not before.many), None)):  # some left by an arm's exit
+            self.many, self.cause, self.cause_is_exit = left.many, left.many, True
 
     def loop(self, s: ast.For | ast.AsyncFor | ast.While, head: Val, body: list[ast.stmt]) -> None:
         """Walk a loop body: pre-walk it once silently when values flow between iterations,
@@ -506,7 +507,6 @@ class Walker(CallMixin):
         self.ordered = outer
 
     _s_AsyncWith = _s_With  # type: ignore[assignment]
-
     _s_Try = _s_TryStar = walk_try  # branches.py: try/except, match, assert
     _s_Match, _s_Assert = walk_match, walk_assert
 

@@ -21,6 +21,7 @@ import ast
 
 from .events import Event, Raw, at, cond_text
 from .flow import Walker
+from .project import dotted
 from .scopes import exclusive_arms
 from .values import ALL, LZ, N, Z
 
@@ -131,7 +132,8 @@ def check_sync(w: Walker) -> list[Raw]:
     for stmt, e in blamed_exits.values():
         found = next((ev for ev in exits if ev.node is stmt), None)
         cond = _where(found) if found is not None else "a rank-dependent condition"
-        word = "sys.exit" if isinstance(stmt, ast.Expr) else getattr(stmt, "word", type(stmt).__name__.lower())
+        call = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        word = dotted(call.func) or "sys.exit" if call is not None else getattr(stmt, "word", type(stmt).__name__.lower())
         out.append(at("KDP502", stmt,
                       f"`{word}` taken only on ranks where {cond}, while the loop or code after it runs "
                       f"{e.detail} (line {e.line}): the other ranks wait in that collective until the "
