@@ -23,6 +23,7 @@ from .closures import RAN, ClosureMixin, closure_mapping
 from .collectives import CollectiveMixin
 from .exprs import env_key
 from .quiet import NOT_LITERAL, call_args, default_of, literal, quiet_call
+from .scopes import needs_value
 from .targets import TargetMixin
 from .values import ALL, UNIFORM, Val, Z, join, substitute
 
@@ -70,20 +71,19 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def _none_default(node: ast.Call, f: FuncInfo, params: list[str], p: str) -> bool:
+def _none_default(node: ast.Call, f: FuncInfo, params: list[str], p: str, line: int) -> bool:
     """True when call ``node`` of ``f`` leaves parameter ``p`` at a default of ``None``, or
     passes a literal ``None`` (PET's ``evaluate(model, loader, device, epoch, None)`` for its
-    ``vis_dir``): a path built from it is no path at this call (the write sits under ``if p is
-    not None``)."""
+    ``vis_dir``), and ``f``'s write at ``line`` needs ``p`` (it sits under ``if p:``/``if p is
+    not None:``, or after ``if p is None: return``): a path built from it is no path at this call.
+    A ``None`` the callee replaces (SLRT's ``tag = ... if epoch != None else 'step_...'``,
+    OpenOCR's ``if prefix is None: path = ...best.pth``) still makes a path."""
     if p not in params:
         return False
     d = _arg(node, params.index(p), p)
     if d is None:
         d = default_of(f.node, p)
-    return isinstance(d, ast.Constant) and d.value is None and not any(  # OpenOCR's save_ckpt(prefix=None):
-        isinstance(n, ast.If) and isinstance(t := n.test, ast.Compare) and isinstance(t.left, ast.Name)  # `if prefix is
-        and t.left.id == p and isinstance(t.ops[0], ast.Is) and any(isinstance(b, ast.Assign) for st in n.body for b in ast.walk(st))  # None:
-        for n in ast.walk(f.node))  # save_path = ...best.pth`: a fallback path, not no path
+    return isinstance(d, ast.Constant) and d.value is None and needs_value(f.node, p, line)
 
 
 def _data_only(node: ast.expr) -> bool:
@@ -202,7 +202,7 @@ class CallMixin(TargetMixin, CollectiveMixin, ClosureMixin):
                     continue  # no path: `save_results_path=None` not passed (contriever's evaluate_model)
                 path: ast.expr | None = arg
             elif ws.val is not None and not entry:  # built from parameters: as this call's arguments make it
-                if any(_none_default(node, f, params, p) for p in ws.val.params):
+                if any(_none_default(node, f, params, p, ws.line) for p in ws.val.params):
                     continue  # `if save_results_path is not None: torch.save(..., f"{save_results_path}")`
                 path, val = ws.path, substitute(ws.val, mapping)
             elif guarded:

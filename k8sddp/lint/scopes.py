@@ -18,7 +18,7 @@ from .exprs import bar_around, env_key, progress_wrapper
 from .treewalk import walk_lean, walk_statements
 
 __all__ = [
-    "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read",
+    "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read", "needs_value",
     "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread", "tests_files", "wraps_param",
 ]
 
@@ -281,3 +281,33 @@ def spread(elts: list[ast.expr], packed: dict[str, list[_T]]) -> list[ast.expr |
         else:
             out.append(e)
     return out
+
+
+def _set_test(test: ast.expr, p: str) -> int:
+    """1 when ``test`` is true only where parameter ``p`` is set (``p``, ``p is not None``, ``p !=
+    None``, an ``and`` holding one), -1 when true where it is ``None`` (``not p``, ``p is None``), else 0."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return 1 if any(_set_test(v, p) == 1 for v in test.values) else 0
+    if isinstance(test, ast.Name):
+        return 1 if test.id == p else 0
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        return -1 if test.operand.id == p else 0
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) and test.left.id == p \
+            and isinstance(c := test.comparators[0], ast.Constant) and c.value is None:
+        return 1 if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)) else -1 if isinstance(test.ops[0], (ast.Is, ast.Eq)) else 0
+    return 0
+
+
+def needs_value(func: ast.AST, p: str, line: int) -> bool:
+    """Whether the statement at ``line`` of function ``func`` runs only when parameter ``p`` is set:
+    in the body of ``if p:``/``if p is not None:`` (the ``else`` of ``if p is None:``), or after
+    ``if p is None: return`` (PET's ``evaluate(..., vis_dir)`` writes only with a ``vis_dir``)."""
+    for n in walk_lean(func):
+        if not isinstance(n, ast.If) or not (pol := _set_test(n.test, p)):
+            continue
+        arm = n.body if pol > 0 else n.orelse
+        if arm and arm[0].lineno <= line <= max(getattr(s, "end_lineno", s.lineno) or s.lineno for s in arm):
+            return True
+        if pol < 0 and n.lineno < line and isinstance(n.body[-1], (ast.Return, ast.Raise)):
+            return True
+    return False
