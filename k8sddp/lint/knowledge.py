@@ -330,6 +330,9 @@ OPTIONAL_PATH_WRITERS: frozenset[str] = frozenset(
 SAFE_WRITERS: frozenset[str] = frozenset({"save_on_master", "xm.save", "torch_xla.core.xla_model.save"})
 #: Methods that write to the receiver path or directory.
 WRITE_METHODS: frozenset[str] = frozenset({"write_text", "write_bytes", "save_pretrained", "to_csv", "to_json", "to_parquet"})
+#: Methods on any receiver that write the path given as an argument (index, keyword): matplotlib's
+#: ``Figure.savefig(fname)`` (MindEye's ``grid.savefig(os.path.join(outdir, ...))``).
+WRITE_METHODS_ARG: dict[str, tuple[int, str]] = {"savefig": (0, "fname")}
 #: Experiment trackers and writers: one run per rank on the same project, or one event file per
 #: rank in the same directory (tensorboard SummaryWriter, wandb.init, mlflow.start_run).
 TRACKER_CALLS: frozenset[str] = frozenset(
