@@ -69,6 +69,10 @@ class TargetMixin(ExprEval):
                 return target.functions[func.attr], False
             if target is not None and func.attr in target.classes:  # `dnnlib.util.Logger(...)`: its __init__
                 return self.method_of((target, func.attr), "__init__"), True
+            if target is None and owner[:1].isupper() and (cls := proj.resolve_class(self.mod, owner)) is not None \
+                    and (m := self.method_of(cls, func.attr)) is not None:  # ABINet's `Logger.init(workdir, ...)`
+                kind = {"staticmethod", "classmethod"} & set(self.an.decorators(m))
+                return (m, "classmethod" in kind) if kind else (None, False)
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute)
                 and isinstance(head_node := func.value.value, ast.Name) and head_node.id in self.mod.aliases
                 and head_node.id not in self.env and head_node.id not in self.locals_
