@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import knowledge as K
+from .events import binary_write_open
 from .exprs import ExprEval, env_key
 from .values import UNIFORM, Val, join
 
@@ -266,7 +267,11 @@ class IOMixin(ExprEval):
             if path is not None and ast.unparse(path) in ("os.devnull", "'/dev/null'"):
                 return
             writes = any(c in mode for c in "wax") or ("+" in mode and _updates_file(self.func.node, node))
-            self.io_event("write" if writes else "read", "open", node, path)
+            ckpt = writes and binary_write_open(node) and not _dumps_config(self.func.node, node)
+            self.io_event("write" if writes else "read", "open", node, path, ckpt=ckpt)
+            return
+        if last in K.WRITE_METHODS_ARG and recv_node is not None:  # `fig.savefig(path)`
+            self.io_event("write", last, node, arg_of(node, *K.WRITE_METHODS_ARG[last]))
             return
         if last in K.WRITE_METHODS and recv_node is not None:
             if last == "save_pretrained":
@@ -294,8 +299,10 @@ class IOMixin(ExprEval):
             path = recv_node if last.startswith("read_") else arg_of(node, 0, "pretrained_model_name_or_path")
             self.io_event("read", last, node, path)
 
-    def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None) -> None:
-        """Emit a file event for ``path`` (its value decides whether the name is per-rank)."""
+    def io_event(self, kind: str, op: str, node: ast.Call, path: ast.expr | None, val: Val | None = None,
+                 ckpt: bool = False) -> None:
+        """Emit a file event for ``path`` (its value decides whether the name is per-rank);
+        ``ckpt``: a binary open that writes a checkpoint (:attr:`~k8sddp.lint.events.Event.ckpt`)."""
         if isinstance(path, ast.Name) and path.id in self.func.params and kind in ("read", "write"):
             self.param_io.add((kind, path.id))
         if val is None:
@@ -304,7 +311,7 @@ class IOMixin(ExprEval):
                 val = self.arm_path_val(path) if path is not None else UNIFORM
             finally:
                 self.silent -= 1
-        self.emit(kind, op, node, path=path, path_val=val)
+        self.emit(kind, op, node, path=path, path_val=val, ckpt=ckpt)
 
 
 def _updates_file(scope: ast.AST, call: ast.Call) -> bool:
@@ -332,3 +339,25 @@ def _updates_file(scope: ast.AST, call: ast.Call) -> bool:
                 return True
         return False
     return True
+
+
+_CONFIG_WORDS = ("cfg", "config", "args", "hparams", "opt")
+
+
+def _dumps_config(scope: ast.AST, call: ast.Call) -> bool:
+    """Whether the ``with`` item ``call`` opens only has the configuration dumped into it
+    (``with open(p, "wb") as f: cloudpickle.dump(cfg, f)``): a quick write, no checkpoint."""
+    for n in ast.walk(scope):
+        if not isinstance(n, (ast.With, ast.AsyncWith)):
+            continue
+        item = next((i for i in n.items if i.context_expr is call), None)
+        if item is None:
+            continue
+        if not isinstance(item.optional_vars, ast.Name):
+            return False
+        f = item.optional_vars.id
+        dumped = [m.args[0] for st in n.body for m in ast.walk(st) if isinstance(m, ast.Call) and len(m.args) > 1
+                  and any(isinstance(a, ast.Name) and a.id == f for a in m.args[1:])]
+        return bool(dumped) and all(any(w in (env_key(d) or "").split(".")[-1].lower() for w in _CONFIG_WORDS)
+                                    for d in dumped)
+    return False

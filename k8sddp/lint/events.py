@@ -48,7 +48,9 @@ class Event:
         fenced: for ``cwrite``, a collective follows the write inside the callee (lit-llama's
             ``save_model_checkpoint``: rank-0 ``torch.save``, then ``fabric.barrier()``).
         ckpt: for ``cwrite``, the write inside the callee is a checkpoint write
-            (:func:`is_checkpoint`), not a text file such as a saved config.
+            (:func:`is_checkpoint`), not a text file such as a saved config; for an ``open``
+            write, a binary open (:func:`binary_write_open`) that does not just pickle the
+            configuration (detectron2's ``LazyConfig.save`` falls back to ``cloudpickle.dump(cfg, f)``).
         via: for a collective that is only forwards through models the function's parameters
             hold (``def evaluate(model): model(x)``), those parameters: a call passing an
             unwrapped model for each (``evaluate(model.module)``) runs no collective.
@@ -253,7 +255,7 @@ def cond_text(node: ast.AST | None, limit: int = 70) -> str:
 _CHECKPOINT_WRITERS = ("torch.save", "save_pretrained", "save_file", "save_model", "save_checkpoint", "save_recovery")
 
 
-def _binary_write_open(node: ast.AST) -> bool:
+def binary_write_open(node: ast.AST) -> bool:
     """``open(path, "wb")`` (or ``"xb"``, ``"ab"``, a path manager's ``.open(path, "wb")``): what
     model files are written through (``torch.save(state, f)``, ``pickle.dump(snapshot, f)``,
     ``model.tofile(f)``), unlike the text opens of logs and settings."""
@@ -266,12 +268,12 @@ def _binary_write_open(node: ast.AST) -> bool:
 
 def is_checkpoint(e: Event) -> bool:
     """True for an event that writes a checkpoint (what KDP512 fences): a known checkpoint
-    writer, a binary open for writing (:func:`_binary_write_open`), a call of a project function
+    writer, a binary open for writing (:func:`binary_write_open`), a call of a project function
     whose body makes such a write (directly or through its callees: ``ckpt``; its name does not
     count: ``save_config`` writing a YAML text file is no checkpoint), or a rank-0-only
     checkpoint write (``write0``)."""
     if e.kind == "write":
-        return e.op.endswith(_CHECKPOINT_WRITERS) or (e.op == "open" and _binary_write_open(e.node))
+        return e.op.endswith(_CHECKPOINT_WRITERS) or (e.op == "open" and e.ckpt)
     if e.kind == "cwrite":
         return e.ckpt
     return e.kind == "write0"
