@@ -31,6 +31,7 @@ from .events import (
     some_checkpoint,
 )
 from .flow import Walker
+from .host import caller_ranked
 from .keyed import join_keys
 from .lookups import LookupMixin
 from .project import FuncInfo, Module, Project, dotted
@@ -104,8 +105,9 @@ def _write_summary(w: Walker) -> tuple[WriteSum, ...]:
     out: list[WriteSum] = []
     params = tuple(p for p in w.func.params if p not in ("self", "cls"))
     again = rebound(w.func.node, params, w.events)
+    ranked = caller_ranked(w.an, w.func.key)
     for e in w.events:
-        how = delegated(e, params, w.entry_mask, again=again)
+        how = delegated(e, params, w.entry_mask, again=again, func=w.func.node, ranked=ranked)
         if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):
             how = delegated(e, params, w.entry_mask, inside=True, again=again)
         if how is None:

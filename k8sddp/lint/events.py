@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from .scopes import param_guard
 from .values import ALL, Val, Z
 
 __all__ = ["Event", "Raw", "Summary", "WriteSum", "delegated", "is_checkpoint", "rank0_checkpoint", "rebound"]
@@ -134,14 +135,17 @@ def rebound(func: ast.AST, params: tuple[str, ...], events: list[Event]) -> froz
 
 
 def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool = False,
-              again: frozenset[str] = frozenset()) -> str | None:
+              again: frozenset[str] = frozenset(), func: ast.AST | None = None,
+              ranked: frozenset[str] = frozenset()) -> str | None:
     """Whether a write event of a function is judged at its call sites: ``"param"`` when its
     path is a parameter, ``"derived"`` when it runs unguarded to a path built from parameters
     (``os.path.join(args.output_dir, "config.yaml")``), in both cases unless ``inside`` (the
     function tests whether files exist or holds a file lock: :func:`k8sddp.lint.scopes.tests_files`;
     detectron2's ``convert_to_coco_json(name, output_file)`` under ``file_lock(output_file)``; such
     a function is judged as one writing a fixed path), ``"fixed"`` when it runs unguarded in the function, else
-    ``None``. A function that runs collectives and is called from module code only (``main(args)``
+    ``None``; ``"derived"`` too for a write to such a path whose rank guard reads only parameters
+    of ``func``, one of them holding the rank its callers pass (``ranked``:
+    :func:`k8sddp.lint.scopes.param_guard`). A function that runs collectives and is called from module code only (``main(args)``
     under ``if __name__ == "__main__":``) has its ``"derived"`` writes judged as ``"fixed"``
     ones (:func:`k8sddp.lint.rules_io.check_io`, :meth:`k8sddp.lint.calls.CallMixin.call_writes`).
     """
@@ -158,6 +162,10 @@ def delegated(e: Event, params: tuple[str, ...], entry_mask: int, inside: bool =
         return "derived"  # per rank or not as the caller's arguments make it
     if pv is not None and pv.kind in _PER_RANK_KINDS:
         return None  # a per-rank name
+    if (not unguarded and ranked and func is not None and not inside and e.many is None and pv is not None
+            and pv.rank is None and not pv.params.isdisjoint(params)
+            and param_guard(func, e.class_cause or e.cause, e.class_cause is None and e.cause_is_exit, params, ranked)):
+        return "derived"  # `if distributed_rank > 0: return` ... FileHandler(os.path.join(save_dir, ...))
     return "fixed" if unguarded else None
 
 

@@ -30,6 +30,8 @@ class Host(Protocol):
     module_env: dict[str, dict[str, Val]]
     init_facts: dict[str, bool]
     launched: set[str]
+    #: per function key, what its callers pass to each parameter (joined over its call sites)
+    param_vals: dict[str, dict[str, Val]]
     #: per module path, its module-level names bound once to a project class instance
     global_instances: dict[str, dict[str, tuple[Module, str]]]
     #: per-node syntactic facts, computed once per lint run
@@ -74,3 +76,12 @@ class Host(Protocol):
     def record_call(self, f: FuncInfo, mapping: dict[str, Val], walker: Any) -> None:
         """Remember one call of ``f`` (its argument values) made in ``walker``."""
         ...
+
+
+def caller_ranked(an: Host, key: str) -> frozenset[str]:
+    """The parameters of function ``key`` to which its callers pass a rank (joined over its call
+    sites); none for an ``mp.spawn`` target or a launched worker, whose process index is no
+    caller's argument (:func:`k8sddp.lint.scopes.param_guard`)."""
+    if key in an.spawn_targets or key in an.launched:
+        return frozenset()
+    return frozenset(p for p, v in an.param_vals.get(key, {}).items() if v.kind)

@@ -18,6 +18,7 @@ import ast
 from .analyzer import Context
 from .events import Event, Raw, at, cond_text, delegated, is_checkpoint, rebound
 from .flow import Walker
+from .host import caller_ranked
 from .scopes import exclusive_arms
 from .treewalk import walk_lean
 from .values import ALL, LZ, Z
@@ -203,10 +204,11 @@ def check_io(w: Walker, ctx: Context, distributed: bool, unguarded: Context | No
     runs_collectives = any(e.kind == "coll" for e in w.events)
     summ = w.an.summaries.get(w.func.key)
     at_calls = ctx.called and summ is not None and bool(summ.writes)  # its calls name this function's writes
+    ranked = caller_ranked(w.an, w.func.key)
     for e in w.events:
         if e.kind not in ("write", "tracker", "cwrite") or e.ordered is not None:
             continue
-        how = delegated(e, params, w.entry_mask, again=again)
+        how = delegated(e, params, w.entry_mask, again=again, func=w.func.node, ranked=ranked)
         if how in ("derived", "param") and w.an.facts.tests_files(w.func.node):
             how = delegated(e, params, w.entry_mask, inside=True, again=again)
         if how == "derived" and runs_collectives and entry:

@@ -18,7 +18,7 @@ from .exprs import bar_around, env_key, progress_wrapper
 from .treewalk import walk_lean, walk_statements
 
 __all__ = [
-    "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read", "needs_value",
+    "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read", "needs_value", "param_guard",
     "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread", "tests_files", "wraps_param",
 ]
 
@@ -311,3 +311,20 @@ def needs_value(func: ast.AST, p: str, line: int) -> bool:
         if pol < 0 and n.lineno < line and isinstance(n.body[-1], (ast.Return, ast.Raise)):
             return True
     return False
+
+
+def param_guard(func: ast.AST, cause: ast.AST | None, is_exit: bool, params: tuple[str, ...],
+                ranked: frozenset[str]) -> bool:
+    """Whether the rank condition that restricted a write of function ``func`` (``cause``: an
+    ``if`` test, or, ``is_exit``, the exit statement whose ``if`` left the other ranks out) reads
+    only parameters, one of them among ``ranked`` (those holding a rank the callers pass): the
+    maskrcnn-benchmark ``setup_logger(name, save_dir, distributed_rank)`` that returns early
+    when ``distributed_rank > 0`` writes where its callers' rank says (FADA passes
+    ``args.local_rank``: once per node)."""
+    test: ast.AST | None = cause
+    if is_exit and cause is not None:
+        test = next((n.test for n in walk_lean(func) if isinstance(n, ast.If) and cause in n.body), None)
+    if test is None:
+        return False
+    names = names_read(test)
+    return bool(names) and names <= set(params) and not names.isdisjoint(ranked)
