@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from . import knowledge as K
 from .events import Event
 from .exprs import env_key
-from .scopes import runs_dry
+from .scopes import fact_key, runs_dry
 from .treewalk import wrapper_test
 from .values import ALL, MANY, UNIFORM, condition_classes, join, merge_envs
 
@@ -152,15 +152,6 @@ def _stored_outside(func: ast.AST, skip: ast.AST) -> set[str]:
     return out
 
 
-def fact_key(test: ast.expr) -> tuple[str, bool]:
-    """``test`` without its ``not``s: the source text of the rest and whether ``test`` is true
-    when that rest is (``not opt.evolve`` -> ``("opt.evolve", False)``)."""
-    polarity = True
-    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, polarity = test.operand, not polarity
-    return ast.unparse(test), polarity
-
-
 def assert_facts(test: ast.expr) -> list[tuple[str, bool]]:
     """What ``assert test`` makes known (:func:`fact_key` pairs): each operand of an ``and``."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
@@ -189,13 +180,14 @@ def return_case(w: BranchWalker[_S], value: ast.expr) -> tuple[str, Val, Val] | 
     return (test.id, a, b) if positive else (test.id, b, a)
 
 
-def fact_flag(facts: dict[str, bool], node: ast.expr, names: bool = True) -> int:
+def fact_flag(facts: dict[str, bool], node: ast.expr, names: bool = True,
+              key: tuple[str, bool] | None = None) -> int:
     """1 when ``facts`` (:func:`fact_key` text -> truth in distributed runs) say ``node`` is true
     in every distributed run, -1 when false, else 0; with no fact on it (and ``names``), a flag named
     :data:`~k8sddp.lint.knowledge.DIST_FLAG_NAMES` (``cfg.MODEL.DIST_TRAIN``) is true there."""
-    key, polarity = fact_key(node)
-    if key in facts:
-        return 1 if facts[key] == polarity else -1
+    text, polarity = key or fact_key(node)  # `key`: fact_key(node), when the caller has it
+    if text in facts:
+        return 1 if facts[text] == polarity else -1
     if not names:
         return 0
     inner = node
@@ -214,14 +206,15 @@ def known_flag(w: BranchWalker[_S], node: ast.expr) -> int:
     the facts of the function ``w`` walks, else by a flag another function initialises the
     process group under (``Analyzer.init_facts``: llama-recipes' ``if
     train_config.enable_fsdp: setup()`` in ``main``, read in ``train``), else by its name."""
-    if own := fact_flag(w.dist_facts, node, names=False):
+    key = w.an.facts.fact_key(node)
+    if own := fact_flag(w.dist_facts, node, names=False, key=key):
         return own
     inner = node.operand if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) else node
     if not w.is_module and isinstance(inner, (ast.Name, ast.Attribute)):  # a plain flag
-        w.fact_reads.add(fact_key(node)[0])
-        if found := fact_flag(w.an.init_facts, node, names=False):
+        w.fact_reads.add(key[0])
+        if found := fact_flag(w.an.init_facts, node, names=False, key=key):
             return found
-    return fact_flag({}, node)
+    return fact_flag({}, node, key=key)
 
 
 def note_init(facts: dict[str, bool], test: ast.expr, in_body: bool) -> None:

@@ -89,11 +89,11 @@ def _const_ints(node: ast.expr) -> list[int] | None:
 _VALUE_TESTS = frozenset({"isfinite", "isnan", "isinf", "isposinf", "isneginf", "any", "all", "item", "allclose",
                           "equal", "isclose", "eq", "ne", "gt", "lt", "ge", "le", "tolist"})
 _WORLD_SIZE_NAMES = frozenset({"get_world_size", "world_size", "num_processes", "WORLD_SIZE"})
+_FLAGS = (ast.Name, ast.Attribute, ast.Subscript)  # what a distributed-run flag is spelled as (use_ddp)
 
 
 def _is_world_size(node: ast.expr) -> bool:
-    """``get_world_size()``, ``world_size``, ``args.world_size``, ``accelerator.num_processes``,
-    ``int(...)`` of one of them, or ``os.environ["WORLD_SIZE"]``."""
+    """``get_world_size()``, ``(args.)world_size``, ``num_processes``, ``int(...)`` of one, ``os.environ["WORLD_SIZE"]``."""
     if isinstance(node, ast.Call):
         if isinstance(node.func, ast.Name) and node.func.id == "int" and len(node.args) == 1:
             return _is_world_size(node.args[0])
@@ -352,8 +352,8 @@ class ExprEval(abc.ABC):
                 if len(known) < len(masks) and m not in (Z,):
                     return out.with_kind("other")
                 res = out.with_kind(kind_of_mask(m) if m else "zero")
-                if len(known) < len(masks) or any(not v.kind and (v.distflag or self.dist_fact(n)) <= 0  # DAN's `use_ddp`
-                                                  for v, n in zip(vals, node.values, strict=True)):
+                if len(known) < len(masks) or any(not v.kind and (v.distflag or (isinstance(n, _FLAGS) and self.dist_fact(n))) <= 0
+                                                  for v, n in zip(vals, node.values, strict=True)):  # not DAN's `use_ddp`
                     res = dataclasses.replace(res, partial=True)
                 return res
             return out.with_kind("other")

@@ -18,7 +18,7 @@ from .exprs import bar_around, env_key, progress_wrapper
 from .treewalk import walk_lean, walk_statements
 
 __all__ = [
-    "NodeFacts", "exclusive_arms", "guard_names", "local_names", "loop_carried", "names_read", "needs_value", "param_guard",
+    "NodeFacts", "exclusive_arms", "fact_key", "guard_names", "local_names", "loop_carried", "names_read", "needs_value", "param_guard",
     "progress_wrapper", "runs_dry", "same_assignments", "same_expr", "spread", "tests_files", "wraps_param",
 ]
 
@@ -192,6 +192,15 @@ def _callee_name(node: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
+def fact_key(test: ast.expr) -> tuple[str, bool]:
+    """``test`` without its ``not``s: the source text of the rest and whether ``test`` is true
+    when that rest is (``not opt.evolve`` -> ``("opt.evolve", False)``)."""
+    polarity = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, polarity = test.operand, not polarity
+    return ast.unparse(test), polarity
+
+
 def tests_files(func: ast.AST) -> bool:
     """Whether the body of ``func`` asks whether a file exists (``os.path.exists``, ``isfile``,
     ``Path.exists()``, a name ``in os.listdir(d)``) or holds a file lock (``with FileLock(...)``): what it writes then depends
@@ -222,6 +231,7 @@ class NodeFacts:
         self._same: dict[int, tuple[ast.AST, frozenset[str]]] = {}
         self._dumps: dict[int, tuple[ast.AST, str]] = {}
         self._files: dict[int, tuple[ast.AST, bool]] = {}
+        self._keys: dict[int, tuple[ast.AST, tuple[str, bool]]] = {}
         self._calls: dict[int, tuple[ast.AST, ast.Call]] = {}
 
     @staticmethod
@@ -248,6 +258,10 @@ class NodeFacts:
     def dump(self, node: ast.AST) -> str:
         """``ast.dump(node)``."""
         return self._get(self._dumps, node, ast.dump)
+
+    def fact_key(self, test: ast.expr) -> tuple[str, bool]:
+        """:func:`fact_key` of ``test`` (cached per node)."""
+        return self._get(self._keys, test, fact_key)  # type: ignore[arg-type]
 
     def tests_files(self, func: ast.AST) -> bool:
         """:func:`tests_files` of ``func``."""
