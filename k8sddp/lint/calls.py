@@ -56,9 +56,10 @@ _FW_ROOTS = ("accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
 
 def shown(f: FuncInfo) -> str:
     """How a call of ``f`` is named in a message: a constructor by its class (``Logger()``), an
-    instance's ``__call__`` by its class too (``EarlyStopping.__call__()``)."""
-    if f.cls and f.name == "__call__":
-        return f"{f.cls}.__call__"
+    instance's ``__call__`` and a static or class method by their class too (``EarlyStopping.__call__()``)."""
+    if f.cls and (f.name == "__call__" or any(isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+                                              for d in getattr(f.node, "decorator_list", []))):
+        return f"{f.cls}.{f.name}"  # `Logger.init()` called on its class
     return f.cls if f.name == "__init__" and f.cls else f.name
 
 

@@ -315,30 +315,40 @@ class IOMixin(ExprEval):
 
 
 def _updates_file(scope: ast.AST, call: ast.Call) -> bool:
-    """For ``open(path, "r+")``: whether the file is written, not only read. True unless ``call``
-    opens a ``with`` item whose body neither writes through the handle (``f.write``,
-    ``f.writelines``, ``f.truncate``) nor passes it to a ``dump``/``save`` (GFSLT-VLP's ``with
-    open(args.config, 'r+') as f: config = yaml.load(f)`` only reads)."""
+    """For ``open(path, "r+")``: whether the file is written, not only read: through the handle
+    the ``with`` item binds (or the name ``f = open(...)`` binds, anywhere in ``scope``):
+    ``f.write``/``writelines``/``truncate``, ``print(..., file=f)``, or passed to a ``dump``/``save``
+    (GFSLT-VLP's ``with open(args.config, 'r+') as f: config = yaml.load(f)`` only reads). True
+    when the handle is not bound to a name (a file object passed on)."""
     for n in ast.walk(scope):
-        if not isinstance(n, (ast.With, ast.AsyncWith)):
-            continue
-        item = next((i for i in n.items if i.context_expr is call), None)
-        if item is None:
-            continue
-        if not isinstance(item.optional_vars, ast.Name):
-            return True
-        f = item.optional_vars.id
-        for m in (x for st in n.body for x in ast.walk(st)):
-            if not isinstance(m, ast.Call):
-                continue
-            if isinstance(m.func, ast.Attribute) and isinstance(m.func.value, ast.Name) and m.func.value.id == f:
-                if m.func.attr in ("write", "writelines", "truncate"):
+        if isinstance(n, (ast.With, ast.AsyncWith)):
+            item = next((i for i in n.items if i.context_expr is call), None)
+            if item is not None:
+                if not isinstance(item.optional_vars, ast.Name):
                     return True
-            elif (terminal(m.func) or "").endswith(("dump", "save")) and any(
-                    isinstance(a, ast.Name) and a.id == f for a in (*m.args, *(k.value for k in m.keywords))):
+                return _writes_through(n.body, item.optional_vars.id)
+        elif isinstance(n, ast.Assign) and n.value is call:
+            if len(n.targets) != 1 or not isinstance(n.targets[0], ast.Name):
                 return True
-        return False
+            body = getattr(scope, "body", [])
+            return _writes_through(body if isinstance(body, list) else [], n.targets[0].id)
     return True
+
+
+def _writes_through(body: list[ast.stmt], f: str) -> bool:
+    """Whether ``body`` writes through the file handle named ``f`` (see :func:`_updates_file`)."""
+    for m in (x for st in body for x in ast.walk(st)):
+        if not isinstance(m, ast.Call):
+            continue
+        if isinstance(m.func, ast.Attribute) and isinstance(m.func.value, ast.Name) and m.func.value.id == f:
+            if m.func.attr in ("write", "writelines", "truncate"):
+                return True
+        elif any(k.arg == "file" and isinstance(k.value, ast.Name) and k.value.id == f for k in m.keywords):
+            return True  # print(..., file=f)
+        elif (terminal(m.func) or "").endswith(("dump", "save")) and any(
+                isinstance(a, ast.Name) and a.id == f for a in (*m.args, *(k.value for k in m.keywords))):
+            return True
+    return False
 
 
 _CONFIG_WORDS = ("cfg", "config", "args", "hparams", "opt")

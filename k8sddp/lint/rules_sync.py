@@ -53,6 +53,16 @@ def _in_loop_raise(node: ast.AST, exits: list[Event]) -> bool:
     return False
 
 
+def _exits_cleanly(stmt: ast.Raise) -> bool:
+    """``raise SystemExit`` (or ``SystemExit(0)``/``(None)``): the process ends with status 0,
+    like ``sys.exit(0)``, and torchrun does not stop the other workers for it."""
+    exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+    if not (isinstance(exc, ast.Name) and exc.id == "SystemExit"):
+        return False
+    args = stmt.exc.args if isinstance(stmt.exc, ast.Call) else []
+    return not args or (isinstance(args[0], ast.Constant) and args[0].value in (0, None))
+
+
 def check_sync(w: Walker) -> list[Raw]:
     """KDP501/502/503 findings of one walked function."""
     coll = [e for e in w.events if e.kind == "coll"]
@@ -64,8 +74,8 @@ def check_sync(w: Walker) -> list[Raw]:
     blamed_exits: dict[int, tuple[ast.AST, Event]] = {}
 
     def blame_exit(stmt: ast.AST, e: Event) -> None:
-        if isinstance(stmt, ast.Raise) and not _in_loop_raise(stmt, exits):
-            return  # the process dies; torchrun tears the job down
+        if isinstance(stmt, ast.Raise) and not _in_loop_raise(stmt, exits) and not _exits_cleanly(stmt):
+            return  # the process dies; torchrun tears the job down (not on `raise SystemExit(0)`)
         blamed_exits.setdefault(id(stmt), (stmt, e))
 
     for e in coll:
