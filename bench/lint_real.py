@@ -239,7 +239,8 @@ def main() -> int:
               "fresh19": "held back, nineteenth batch (four more labellers, four more domains, linted first by 6efd679)",
               "fresh20": "held back, twentieth batch (four more labellers, four more domains, linted first by f068699)",
               "fresh21": "held back, twenty-first batch (four more labellers, four more domains, linted first by its labels commit)",
-              "fresh22": "held back, twenty-second batch (four more labellers, four more domains, linted first by its labels commit)"}
+              "fresh22": "held back, twenty-second batch (four more labellers, four more domains, linted first by its labels commit)",
+              "fresh23": "held back, twenty-third batch (six more labellers, four more domains, linted first by its labels commit)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
