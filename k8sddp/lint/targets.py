@@ -85,6 +85,13 @@ class TargetMixin(ExprEval):
             if target is not None and func.attr in target.classes:
                 return self.method_of((target, func.attr), "__init__"), True
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
+                and func.value.func.id == "super" and self.func.cls):  # `super().__init__(..., save_to_disk, ...)`
+            for base in self.mod.class_bases.get(self.func.cls, []):
+                found = proj.resolve_class(self.mod, base.split(".")[-1])
+                if found is not None and (m := self.method_of(found, func.attr)) is not None:
+                    return m, True
+            return None, False
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name)
                 and func.value.func.id not in self.env):  # `Evaluator(loader).evaluate()`
             cls = proj.resolve_class(self.mod, func.value.func.id)
             if cls is not None:
