@@ -240,7 +240,8 @@ def main() -> int:
               "fresh20": "held back, twentieth batch (four more labellers, four more domains, linted first by f068699)",
               "fresh21": "held back, twenty-first batch (four more labellers, four more domains, linted first by its labels commit)",
               "fresh22": "held back, twenty-second batch (four more labellers, four more domains, linted first by its labels commit)",
-              "fresh23": "held back, twenty-third batch (six more labellers, four more domains, linted first by its labels commit)"}
+              "fresh23": "held back, twenty-third batch (six more labellers, four more domains, linted first by its labels commit)",
+              "fresh24": "held back, twenty-fourth batch (the fresh23 round's seventh labeller, linted first by its labels commit)"}
     splits = [s for s in titles if s in scripts] + sorted(set(scripts) - set(titles)) + ["all"]
     for split in splits:
         title = titles.get(split, split)
