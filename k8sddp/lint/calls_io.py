@@ -314,29 +314,32 @@ class IOMixin(ExprEval):
         self.emit(kind, op, node, path=path, path_val=val, ckpt=ckpt)
 
 
-def _updates_file(scope: ast.AST, call: ast.Call) -> bool:
-    """For ``open(path, "r+")``: whether the file is written, not only read: through the handle
-    the ``with`` item binds (or the name ``f = open(...)`` binds, anywhere in ``scope``):
-    ``f.write``/``writelines``/``truncate``, ``print(..., file=f)``, or passed to a ``dump``/``save``
-    (GFSLT-VLP's ``with open(args.config, 'r+') as f: config = yaml.load(f)`` only reads). True
-    when the handle is not bound to a name (a file object passed on)."""
+def _handle_of(scope: ast.AST, call: ast.Call) -> tuple[str | None, list[ast.stmt]] | None:
+    """The name the file object of ``open`` call ``call`` is bound to in ``scope``, with the
+    statements that can use it: a ``with`` item's name and its body, or ``f = open(...)`` and the
+    whole of ``scope``; ``(None, [])`` when it is bound to no plain name; ``None`` when bound nowhere."""
     for n in ast.walk(scope):
         if isinstance(n, (ast.With, ast.AsyncWith)):
             item = next((i for i in n.items if i.context_expr is call), None)
             if item is not None:
-                if not isinstance(item.optional_vars, ast.Name):
-                    return True
-                return _writes_through(n.body, item.optional_vars.id)
+                return (item.optional_vars.id, n.body) if isinstance(item.optional_vars, ast.Name) else (None, [])
         elif isinstance(n, ast.Assign) and n.value is call:
             if len(n.targets) != 1 or not isinstance(n.targets[0], ast.Name):
-                return True
+                return None, []
             body = getattr(scope, "body", [])
-            return _writes_through(body if isinstance(body, list) else [], n.targets[0].id)
-    return True
+            return n.targets[0].id, body if isinstance(body, list) else []
+    return None
 
 
-def _writes_through(body: list[ast.stmt], f: str) -> bool:
-    """Whether ``body`` writes through the file handle named ``f`` (see :func:`_updates_file`)."""
+def _updates_file(scope: ast.AST, call: ast.Call) -> bool:
+    """For ``open(path, "r+")``: whether the file is written, not only read, through its handle
+    (:func:`_handle_of`): ``f.write``/``writelines``/``truncate``, ``print(..., file=f)``, or passed
+    to a ``dump``/``save`` (GFSLT-VLP's ``with open(args.config, 'r+') as f: config = yaml.load(f)``
+    only reads). True when the handle is not bound to a name (a file object passed on)."""
+    found = _handle_of(scope, call)
+    if found is None or found[0] is None:
+        return True
+    f, body = found
     for m in (x for st in body for x in ast.walk(st)):
         if not isinstance(m, ast.Call):
             continue
@@ -355,19 +358,13 @@ _CONFIG_WORDS = ("cfg", "config", "args", "hparams", "opt")
 
 
 def _dumps_config(scope: ast.AST, call: ast.Call) -> bool:
-    """Whether the ``with`` item ``call`` opens only has the configuration dumped into it
-    (``with open(p, "wb") as f: cloudpickle.dump(cfg, f)``): a quick write, no checkpoint."""
-    for n in ast.walk(scope):
-        if not isinstance(n, (ast.With, ast.AsyncWith)):
-            continue
-        item = next((i for i in n.items if i.context_expr is call), None)
-        if item is None:
-            continue
-        if not isinstance(item.optional_vars, ast.Name):
-            return False
-        f = item.optional_vars.id
-        dumped = [m.args[0] for st in n.body for m in ast.walk(st) if isinstance(m, ast.Call) and len(m.args) > 1
-                  and any(isinstance(a, ast.Name) and a.id == f for a in m.args[1:])]
-        return bool(dumped) and all(any(w in (env_key(d) or "").split(".")[-1].lower() for w in _CONFIG_WORDS)
-                                    for d in dumped)
-    return False
+    """Whether the handle ``call`` opens (:func:`_handle_of`) only has the configuration dumped
+    into it (``with open(p, "wb") as f: cloudpickle.dump(cfg, f)``): a quick write, no checkpoint."""
+    found = _handle_of(scope, call)
+    if found is None or found[0] is None:
+        return False
+    f, body = found
+    dumped = [m.args[0] for st in body for m in ast.walk(st) if isinstance(m, ast.Call) and len(m.args) > 1
+              and any(isinstance(a, ast.Name) and a.id == f for a in m.args[1:])]
+    return bool(dumped) and all(any(w in (env_key(d) or "").split(".")[-1].lower() for w in _CONFIG_WORDS)
+                                for d in dumped)
